@@ -1,0 +1,38 @@
+# Everything a developer or CI needs; `make test` is the one command that must pass.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
+STAMP := $(VENV)/.installed
+# The database `make migrate`, `make backend` and `make run` use unless LANGFLOW_DATABASE_URL says otherwise.
+LOCAL_DB := sqlite:///$(CURDIR)/.langflow/langflow.db
+export LANGFLOW_DATABASE_URL ?= $(LOCAL_DB)
+
+.PHONY: install test lint format migrate validate-migrations
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -m uv --version >/dev/null 2>&1 || command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@[ -x $(BIN)/python ] || $(UV) venv --quiet --python $(PYTHON) $(VENV)
+	$(UV) pip install --quiet --python $(BIN)/python -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(BIN)/pytest -q
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+migrate: install
+	@mkdir -p .langflow
+	$(BIN)/python -m langflow_session_memory migrate
+
+validate-migrations: install
+	$(BIN)/python -m langflow.alembic.migration_validator --strict langflow_session_memory/migrations/versions/*.py

@@ -1,0 +1,1 @@
+"""Session memory for the Langflow Agent."""

@@ -1,0 +1,1 @@
+"""Langflow components shipped by this extension (loaded as an lfx bundle)."""

@@ -1,0 +1,1 @@
+"""Alembic environment for the session_memory_state table (own version table)."""

@@ -1,0 +1,108 @@
+"""Apply this extension's migrations to Langflow's database.
+
+Used by the start-up plugin (from a thread, since alembic runs its own event loop), the
+``python -m langflow_session_memory`` CLI and the tests. Safe when several workers start
+at once: PostgreSQL takes an advisory lock inside the migration transaction, SQLite runs
+it under ``BEGIN EXCLUSIVE``.
+"""
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, event, pool
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+VERSION_TABLE = "alembic_version_session_memory"
+# Distinct from Langflow's own migration lock so the two never wait on each other.
+POSTGRES_LOCK_KEY = int(hashlib.sha256(b"langflow-session-memory").hexdigest()[:15], 16)
+SCRIPT_LOCATION = Path(__file__).parent
+
+
+def async_database_url(url: str) -> str:
+    """Rewrite a plain URL to the async drivers Langflow uses (same rule as its DatabaseService)."""
+    driver, sep, rest = url.partition("://")
+    drivers = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
+    return f"{drivers.get(driver, driver)}{sep}{rest}"
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(SCRIPT_LOCATION))
+    return config
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def _sqlite_exclusive_transactions(engine: AsyncEngine) -> None:
+    """Let SQLite run the whole migration as one ``BEGIN EXCLUSIVE`` transaction (as Langflow's env does)."""
+
+    def on_connect(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None
+
+    def on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql("PRAGMA busy_timeout = 60000")
+        connection.exec_driver_sql("BEGIN EXCLUSIVE")
+
+    event.listen(engine.sync_engine, "connect", on_connect)
+    event.listen(engine.sync_engine, "begin", on_begin)
+
+
+def _migration_engine(url: str) -> AsyncEngine:
+    url = async_database_url(url)
+    connect_args = {"prepare_threshold": None} if url.startswith("postgresql") else {}
+    engine = create_async_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
+    if engine.dialect.name == "sqlite":
+        _sqlite_exclusive_transactions(engine)
+    return engine
+
+
+async def _run_command(url: str, action, revision: str) -> None:
+    engine = _migration_engine(url)
+    try:
+
+        def run(connection: Connection) -> None:
+            config = alembic_config()
+            config.attributes["connection"] = connection
+            action(config, revision)
+
+        async with engine.connect() as connection:
+            await connection.run_sync(run)
+    finally:
+        await engine.dispose()
+
+
+async def upgrade(url: str, revision: str = "head") -> None:
+    await _run_command(url, command.upgrade, revision)
+
+
+async def downgrade(url: str, revision: str = "base") -> None:
+    await _run_command(url, command.downgrade, revision)
+
+
+def _current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+async def current_revision(url: str) -> str | None:
+    engine = _migration_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return await connection.run_sync(
+                lambda sync: MigrationContext.configure(
+                    sync, opts={"version_table": VERSION_TABLE}
+                ).get_current_revision()
+            )
+    finally:
+        await engine.dispose()
+
+
+def migrate(url: str) -> None:
+    """Blocking upgrade to head; call it from a thread when an event loop is running."""
+    asyncio.run(upgrade(url))

@@ -1,0 +1,1 @@
+"""Stateful parts of the extension: planner, store, queries, summarizer, cleanup."""

@@ -1,0 +1,1 @@
+"""Session memory: fold older chat messages into a per-session summary."""

@@ -1,0 +1,91 @@
+"""The ``session_memory_state`` table and the small values that travel with it.
+
+The table lives in its own SQLModel registry: Langflow's startup schema check compares
+``SQLModel.metadata`` with the database and refuses to start on any table it does not
+expect, so our table must never be registered there.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from uuid import UUID
+
+from sqlalchemy import Column, Index, Integer, Text, UniqueConstraint, Uuid, text
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+from sqlmodel.sql.sqltypes import UTCDateTime
+
+TABLE_NAME = "session_memory_state"
+session_memory_registry = registry()
+session_memory_metadata = session_memory_registry.metadata
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SessionMemoryBase(SQLModel, registry=session_memory_registry):
+    """Base for tables owned by this extension (kept out of ``SQLModel.metadata``)."""
+
+
+class SessionMemoryState(SessionMemoryBase, table=True):
+    """One summary per chat history, keyed exactly as Langflow scopes the Agent's history.
+
+    ``context_id`` is ``""`` when the Agent has none: a NULL in a unique key never
+    collides, so two workers could insert the same key twice.
+    """
+
+    __tablename__ = TABLE_NAME
+    __table_args__ = (
+        UniqueConstraint("flow_id", "owner_id", "session_id", "context_id", name="uq_session_memory_state_key"),
+        Index("ix_session_memory_state_session_id", "session_id"),
+        Index("ix_session_memory_state_owner_id", "owner_id"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    flow_id: UUID = Field(sa_column=Column(Uuid, nullable=False))
+    owner_id: UUID = Field(sa_column=Column(Uuid, nullable=False))
+    session_id: str = Field(sa_column=Column(Text, nullable=False))
+    context_id: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=text("''")))
+    summary: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=text("''")))
+    cursor_timestamp: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    cursor_message_id: UUID | None = Field(default=None, sa_column=Column(Uuid, nullable=True))
+    folded_count: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default=text("0")))
+    version: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default=text("0")))
+    paused_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    created_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
+    updated_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """The scope of one chat history: Langflow's own (flow, owner, session, context)."""
+
+    flow_id: UUID
+    owner_id: UUID
+    session_id: str
+    context_id: str = ""
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Position of the last folded message; order is ``(timestamp, id)`` everywhere."""
+
+    timestamp: datetime
+    message_id: UUID
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """What a turn needs from the row; ``version == 0`` with no cursor means nothing folded yet."""
+
+    key: SessionKey
+    summary: str = ""
+    cursor: Cursor | None = None
+    folded_count: int = 0
+    version: int = 0
+    paused_until: datetime | None = None
+    last_error: str | None = None
+
+    def is_paused(self, now: datetime) -> bool:
+        return self.paused_until is not None and now < self.paused_until

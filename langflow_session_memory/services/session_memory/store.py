@@ -1,0 +1,153 @@
+"""Reads and writes of ``session_memory_state``: one bounded, indexed statement each.
+
+Every function takes the caller's ``AsyncSession`` (Langflow's ``session_scope`` in the
+app, a test engine's session in tests) so the caller decides the transaction.
+"""
+
+from datetime import datetime
+from uuid import UUID
+
+from sqlalchemy import and_, delete, exists, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from langflow_session_memory.services.session_memory.model import (
+    Cursor,
+    SessionKey,
+    SessionMemoryState,
+    SessionState,
+    utc_now,
+)
+
+KEY_COLUMNS = ("flow_id", "owner_id", "session_id", "context_id")
+SWEEP_BATCH = 500
+
+
+def _key_filter(key: SessionKey):
+    table = SessionMemoryState.__table__.c
+    return and_(
+        table.flow_id == key.flow_id,
+        table.owner_id == key.owner_id,
+        table.session_id == key.session_id,
+        table.context_id == key.context_id,
+    )
+
+
+def _to_state(key: SessionKey, row) -> SessionState:
+    cursor = None
+    if row.cursor_timestamp is not None and row.cursor_message_id is not None:
+        cursor = Cursor(timestamp=row.cursor_timestamp, message_id=row.cursor_message_id)
+    return SessionState(
+        key=key,
+        summary=row.summary,
+        cursor=cursor,
+        folded_count=row.folded_count,
+        version=row.version,
+        paused_until=row.paused_until,
+        last_error=row.last_error,
+    )
+
+
+async def load(session: AsyncSession, key: SessionKey) -> SessionState | None:
+    table = SessionMemoryState.__table__
+    row = (await session.execute(select(table).where(_key_filter(key)))).first()
+    return _to_state(key, row) if row else None
+
+
+async def create_if_absent(session: AsyncSession, key: SessionKey) -> SessionState:
+    """Insert an empty row unless one exists; under an insert race the unique key decides."""
+    now = utc_now()
+    values = {
+        "flow_id": key.flow_id,
+        "owner_id": key.owner_id,
+        "session_id": key.session_id,
+        "context_id": key.context_id,
+        "created_at": now,
+        "updated_at": now,
+    }
+    insert = postgresql_insert if session.bind.dialect.name == "postgresql" else sqlite_insert
+    statement = insert(SessionMemoryState.__table__).values(**values).on_conflict_do_nothing(index_elements=KEY_COLUMNS)
+    await session.execute(statement)
+    return await load(session, key)
+
+
+async def compare_and_swap(session: AsyncSession, seen: SessionState, new: SessionState) -> bool:
+    """Write ``new``'s summary and cursor only if the row still has ``seen.version``; True if we won.
+
+    The stored version becomes ``seen.version + 1`` whatever ``new.version`` says.
+    """
+    table = SessionMemoryState.__table__
+    statement = (
+        update(table)
+        .where(_key_filter(seen.key), table.c.version == seen.version)
+        .values(
+            summary=new.summary,
+            cursor_timestamp=new.cursor.timestamp if new.cursor else None,
+            cursor_message_id=new.cursor.message_id if new.cursor else None,
+            folded_count=new.folded_count,
+            version=seen.version + 1,
+            paused_until=new.paused_until,
+            last_error=new.last_error,
+            updated_at=utc_now(),
+        )
+    )
+    result = await session.execute(statement)
+    return result.rowcount == 1
+
+
+async def pause(session: AsyncSession, key: SessionKey, until: datetime, reason: str) -> None:
+    """Stop folding for this key until ``until``, visible to every worker; summary and cursor stay."""
+    await create_if_absent(session, key)
+    table = SessionMemoryState.__table__
+    await session.execute(
+        update(table).where(_key_filter(key)).values(paused_until=until, last_error=reason, updated_at=utc_now())
+    )
+
+
+async def delete_by_key(session: AsyncSession, key: SessionKey) -> int:
+    result = await session.execute(delete(SessionMemoryState.__table__).where(_key_filter(key)))
+    return result.rowcount
+
+
+async def delete_by_flow(session: AsyncSession, flow_id: UUID) -> int:
+    table = SessionMemoryState.__table__
+    result = await session.execute(delete(table).where(table.c.flow_id == flow_id))
+    return result.rowcount
+
+
+async def delete_by_session(session: AsyncSession, session_id: str, flow_id: UUID | None = None) -> int:
+    """Delete a session's rows, in one flow or, when ``flow_id`` is None, in every flow."""
+    table = SessionMemoryState.__table__
+    condition = table.c.session_id == session_id
+    if flow_id is not None:
+        condition = and_(condition, table.c.flow_id == flow_id)
+    result = await session.execute(delete(table).where(condition))
+    return result.rowcount
+
+
+def _has_messages(state_table):
+    """Correlated EXISTS over Langflow's ``message`` table, with Langflow's own history scoping."""
+    from langflow.services.database.models.message.model import MessageTable
+
+    message = MessageTable.__table__.c
+    return exists().where(
+        message.flow_id == state_table.c.flow_id,
+        message.user_id == state_table.c.owner_id,
+        message.session_id == state_table.c.session_id,
+    )
+
+
+async def sweep_orphans(session: AsyncSession, limit: int = SWEEP_BATCH) -> int:
+    """Delete up to ``limit`` rows whose session has no message left (the cleanup backstop).
+
+    The context is left out of the match on purpose: a session that still has messages
+    keeps its rows, and a row survives at worst until its session is deleted.
+    """
+    table = SessionMemoryState.__table__
+    orphan_ids = select(table.c.id).where(~_has_messages(table)).limit(limit)
+    ids = list((await session.execute(orphan_ids)).scalars())
+    if not ids:
+        return 0
+    result = await session.execute(delete(table).where(table.c.id.in_(ids)))
+    return result.rowcount

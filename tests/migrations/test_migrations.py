@@ -1,0 +1,114 @@
+"""The EXPAND migration on SQLite and PostgreSQL: upgrade, downgrade, idempotence, validator, drift."""
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.model import TABLE_NAME, session_memory_metadata
+from tests.databases import fresh_postgres_database
+
+REVISION_FILES = sorted((runner.SCRIPT_LOCATION / "versions").glob("*.py"))
+
+
+async def _run_sync(url: str, function):
+    engine = create_async_engine(runner.async_database_url(url))
+    try:
+        async with engine.begin() as connection:
+            return await connection.run_sync(function)
+    finally:
+        await engine.dispose()
+
+
+def _tables(connection) -> set[str]:
+    return set(inspect(connection).get_table_names())
+
+
+async def test_upgrade_downgrade_upgrade(database_url):
+    await runner.upgrade(database_url)
+    assert TABLE_NAME in await _run_sync(database_url, _tables)
+    assert await runner.current_revision(database_url) == runner.head_revision()
+
+    await runner.downgrade(database_url, "base")
+    assert TABLE_NAME not in await _run_sync(database_url, _tables)
+    assert await runner.current_revision(database_url) is None
+
+    await runner.upgrade(database_url)
+    assert TABLE_NAME in await _run_sync(database_url, _tables)
+
+
+async def test_second_upgrade_is_a_no_op(database_url):
+    await runner.upgrade(database_url)
+    await runner.upgrade(database_url)
+    assert await runner.current_revision(database_url) == runner.head_revision()
+
+
+async def test_model_matches_migrated_database(database_url):
+    await runner.upgrade(database_url)
+
+    def diff(connection):
+        context = MigrationContext.configure(
+            connection, opts={"include_name": lambda name, type_, _: type_ != "table" or name == TABLE_NAME}
+        )
+        return compare_metadata(context, session_memory_metadata)
+
+    assert await _run_sync(database_url, diff) == []
+
+
+async def test_langflow_alembic_version_is_untouched(database_url):
+    async def langflow_revision():
+        return await _run_sync(database_url, lambda c: c.execute(text("SELECT version_num FROM alembic_version")).all())
+
+    await _run_sync(database_url, lambda c: c.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32))")))
+    await _run_sync(database_url, lambda c: c.execute(text("INSERT INTO alembic_version VALUES ('e5a7c9b1d3f2')")))
+
+    await runner.upgrade(database_url)
+    await runner.downgrade(database_url, "base")
+    await runner.upgrade(database_url)
+
+    assert await langflow_revision() == [("e5a7c9b1d3f2",)]
+
+
+@pytest.mark.parametrize("revision_file", REVISION_FILES, ids=lambda path: path.name)
+def test_revision_passes_langflow_migration_validator(revision_file):
+    result = subprocess.run(
+        [sys.executable, "-m", "langflow.alembic.migration_validator", "--strict", str(revision_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Phase: EXPAND" in revision_file.read_text()
+
+
+@pytest.mark.postgres
+async def test_concurrent_workers_migrate_a_fresh_postgres_database_once():
+    with fresh_postgres_database() as url:
+        workers = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "langflow_session_memory",
+                "migrate",
+                "--url",
+                url,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            for _ in range(4)
+        ]
+        outputs = [await worker.communicate() for worker in workers]
+        assert [worker.returncode for worker in workers] == [0, 0, 0, 0], outputs
+
+        tables = await _run_sync(
+            url,
+            lambda c: c.execute(text("SELECT count(*) FROM pg_tables WHERE tablename = :t"), {"t": TABLE_NAME}).one(),
+        )
+        assert tables == (1,)
+        assert await runner.current_revision(url) == runner.head_revision()
