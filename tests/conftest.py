@@ -1,6 +1,10 @@
 """Fixtures shared by the database, service and app tests."""
 
+import logging
+
 import pytest
+import structlog
+from structlog.testing import capture_logs
 
 from tests.databases import BACKENDS, fresh_database, langflow_schema_database
 
@@ -22,3 +26,15 @@ async def sessions(database_url):
     """A session factory on a database holding Langflow's message table and our migrated table."""
     async with langflow_schema_database(database_url) as factory:
         yield factory
+
+
+@pytest.fixture
+def captured_logs():
+    """Langflow's structlog events at every level, as dicts (its default wrapper drops all but CRITICAL)."""
+    previous = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with capture_logs() as logs:
+            yield logs
+    finally:
+        structlog.configure(wrapper_class=previous)

@@ -1,0 +1,253 @@
+"""Orchestration of one Agent turn with session memory: read, plan, fold, assemble.
+
+This is the only place that knows the order of "How a turn works" in DESIGN.md. SQL lives
+in ``store``/``messages``, decisions in ``planner``, the model call in ``summarizer``. Any
+failure here degrades to the previous summary or to Langflow's stock history; a user's
+turn never fails because of memory.
+"""
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from langchain_core.language_models import BaseChatModel
+from langflow.services.database.models.message.model import MessageTable
+from lfx.log.logger import logger
+from lfx.schema.message import Message
+from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_USER
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from langflow_session_memory.services.session_memory import messages, store, summarizer
+from langflow_session_memory.services.session_memory.model import SessionKey, SessionState, utc_now
+from langflow_session_memory.services.session_memory.planner import (
+    FOLD_BATCH_SIZE,
+    MAX_BATCHES_PER_TURN,
+    gap_fetch_limit,
+    plan_fold,
+    unfolded_tail,
+)
+
+FOLD_PAUSE = timedelta(minutes=10)
+REMEMBERED_TURNS = 1024
+SUMMARY_SENDER_NAME = "Session memory"
+SUMMARY_FRAME = (
+    "Notes on the earlier part of this conversation (older messages are summarized here "
+    "instead of being repeated):\n\n{summary}"
+)
+SUMMARY_ACKNOWLEDGEMENT = "Understood. I will use these notes as context for the rest of the conversation."
+
+SessionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One Agent turn: whose history, how many raw messages, and the stored input message."""
+
+    key: SessionKey
+    n_messages: int
+    input_message_id: UUID | None
+
+
+@dataclass(frozen=True)
+class History:
+    """What the Agent sends as chat history, plus what the fold cost."""
+
+    messages: list[Message]
+    summary: str = ""
+    folded: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class _FoldOutcome:
+    state: SessionState
+    folded: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    lost_race: bool = False
+
+
+@dataclass
+class SessionMemoryService:
+    """Builds an Agent's history; one instance per process (see :func:`get_session_memory_service`)."""
+
+    sessions: SessionFactory
+    clock: Callable[[], datetime] = utc_now
+    batch_size: int = FOLD_BATCH_SIZE
+    max_batches: int = MAX_BATCHES_PER_TURN
+    fold_timeout: float = summarizer.FOLD_TIMEOUT_SECONDS
+    _turns: OrderedDict = field(default_factory=OrderedDict, repr=False)
+
+    async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
+        """The history for ``turn``; the same result again if the Agent retries the turn."""
+        if turn.n_messages <= 0:
+            return History(messages=[])
+        remembered = self._turns.get((turn.key, turn.input_message_id))
+        if remembered is not None:
+            return remembered
+        history = await self._build(turn, llm)
+        self._turns[(turn.key, turn.input_message_id)] = history
+        while len(self._turns) > REMEMBERED_TURNS:
+            self._turns.popitem(last=False)
+        return history
+
+    async def _build(self, turn: Turn, llm: BaseChatModel) -> History:
+        window, state, gap = await self._read(turn)
+        plan = plan_fold(
+            gap, paused=state.is_paused(self.clock()), batch_size=self.batch_size, max_batches=self.max_batches
+        )
+        if plan.batches:
+            outcome = await self._fold_batches(state, plan.batches, llm)
+        else:
+            outcome = _FoldOutcome(state=state)
+        if outcome.lost_race:
+            raw = await self._raw_after(turn, outcome.state, window)
+        else:
+            raw = unfolded_tail(gap, outcome.folded, self.batch_size)
+        visible = [row for row in window if row.id != turn.input_message_id]
+        history_rows = [*raw, *visible]
+        history = [
+            *summary_messages(outcome.state.summary, history_rows),
+            *[await _to_message(r) for r in history_rows],
+        ]
+        return History(
+            messages=history,
+            summary=outcome.state.summary,
+            folded=outcome.folded,
+            input_tokens=outcome.input_tokens,
+            output_tokens=outcome.output_tokens,
+        )
+
+    async def _read(self, turn: Turn) -> tuple[list[MessageTable], SessionState, list[MessageTable]]:
+        """Window, state and the bounded gap; a folded range that changed is reset first."""
+        async with self.sessions() as session:
+            window = await messages.newest(session, turn.key, turn.n_messages)
+            state = await store.load(session, turn.key) or SessionState(key=turn.key)
+            changed = state.cursor is not None and (
+                await messages.count_through(session, turn.key, state.cursor) != state.folded_count
+            )
+        if changed:
+            state = await self._reset(state)
+        if len(window) < turn.n_messages:
+            return window, state, []
+        async with self.sessions() as session:
+            gap = await messages.gap(
+                session,
+                turn.key,
+                after=state.cursor,
+                before=messages.cursor_of(window[0]),
+                limit=gap_fetch_limit(self.batch_size, self.max_batches),
+            )
+        return window, state, gap
+
+    async def _reset(self, state: SessionState) -> SessionState:
+        """Drop a summary whose folded messages changed, so they are folded again from the start."""
+        await logger.awarning(
+            f"session_summary_reset reason=folded_range_changed folded_count={state.folded_count} "
+            f"session_id={state.key.session_id!r}"
+        )
+        empty = SessionState(key=state.key, paused_until=state.paused_until, last_error=state.last_error)
+        async with self.sessions() as session:
+            if await store.compare_and_swap(session, state, empty):
+                await session.commit()
+                return replace(empty, version=state.version + 1)
+            return await store.load(session, state.key) or SessionState(key=state.key)
+
+    async def _fold_batches(
+        self, state: SessionState, batches: Sequence[Sequence[MessageTable]], llm: BaseChatModel
+    ) -> _FoldOutcome:
+        """Fold batch by batch, committing each with compare-and-swap so progress is durable."""
+        outcome = _FoldOutcome(state=state)
+        for batch in batches:
+            started, summary_before = time.perf_counter(), outcome.state.summary
+            lines = [summarizer.ChatLine(role=row.sender, text=row.text or "") for row in batch]
+            try:
+                result = await summarizer.fold(llm, outcome.state.summary, lines, timeout_seconds=self.fold_timeout)
+            except Exception as error:  # noqa: BLE001 - any model or validation failure pauses folding, never the turn
+                await self._pause(outcome.state.key, error)
+                return outcome
+            outcome.input_tokens += result.input_tokens
+            outcome.output_tokens += result.output_tokens
+            folded_state = replace(
+                outcome.state,
+                summary=result.summary,
+                cursor=messages.cursor_of(batch[-1]),
+                folded_count=outcome.state.folded_count + len(batch),
+                paused_until=None,
+                last_error=None,
+            )
+            won, current = await self._commit(outcome.state, folded_state)
+            if not won:
+                await logger.ainfo(
+                    f"session_summary_lost_race session_id={state.key.session_id!r} "
+                    f"seen_version={outcome.state.version} winner_version={current.version}"
+                )
+                outcome.state, outcome.lost_race = current, True
+                return outcome
+            outcome.state = current
+            outcome.folded += len(batch)
+            await logger.ainfo(
+                f"session_summary_fold latency_ms={round((time.perf_counter() - started) * 1000)} "
+                f"folded={len(batch)} summary_words_before={summarizer.word_count(summary_before)} "
+                f"summary_words_after={summarizer.word_count(result.summary)} version={current.version}"
+            )
+        return outcome
+
+    async def _commit(self, seen: SessionState, new: SessionState) -> tuple[bool, SessionState]:
+        """Compare-and-swap ``new`` over ``seen``; returns whether we won and the row as it now is."""
+        async with self.sessions() as session:
+            if seen.version == 0:
+                await store.create_if_absent(session, seen.key)
+            won = await store.compare_and_swap(session, seen, new)
+            await session.commit()
+            if won:
+                return True, replace(new, version=seen.version + 1)
+            return False, await store.load(session, seen.key)
+
+    async def _pause(self, key: SessionKey, error: Exception) -> None:
+        reason = f"{type(error).__name__}: {error}"[:500]
+        until = self.clock() + FOLD_PAUSE
+        await logger.awarning(f"session_summary_fold_failed session_id={key.session_id!r} reason={reason!r}")
+        async with self.sessions() as session:
+            await store.pause(session, key, until, reason)
+            await session.commit()
+        await logger.awarning(f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()}")
+
+    async def _raw_after(self, turn: Turn, state: SessionState, window: list[MessageTable]) -> tuple:
+        """After a lost race, the raw gap behind the winner's cursor (sent only if fewer than B)."""
+        if not window or len(window) < turn.n_messages:
+            return ()
+        async with self.sessions() as session:
+            gap = await messages.gap(
+                session, turn.key, after=state.cursor, before=messages.cursor_of(window[0]), limit=self.batch_size
+            )
+        return unfolded_tail(gap, 0, self.batch_size)
+
+
+def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Message]:
+    """The summary as a user-role message that is never stored, first in the history.
+
+    When the next message sent is the user's (a stored one, or the current input when
+    nothing follows), a short assistant acknowledgement keeps roles alternating for
+    providers that reject two user messages in a row.
+    """
+    if not summary:
+        return []
+    notes = Message(
+        text=SUMMARY_FRAME.format(summary=summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME
+    )
+    next_sender = following[0].sender if following else MESSAGE_SENDER_USER
+    if next_sender != MESSAGE_SENDER_USER:
+        return [notes]
+    ack = Message(text=SUMMARY_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME)
+    return [notes, ack]
+
+
+async def _to_message(row: MessageTable) -> Message:
+    """The same conversion Langflow's own history query applies to a stored row."""
+    return await Message.create(**row.model_dump())

@@ -1,0 +1,389 @@
+"""Deterministic OpenAI-compatible chat server for tests, demos and benchmarks.
+
+Real models are slow, cost money and answer differently each time; this server answers from rules so that
+session-memory behaviour (what survives summarization, what a client does on errors) can be asserted exactly.
+
+Answering rules:
+
+* Summarization request: the system message (or the first message) contains ``SUMMARY_MARKER``. System messages
+  carrying the marker are instructions and are not summarized; elsewhere only the lines carrying it are skipped.
+  The answer is extractive::
+
+      Key facts:
+      - <every distinct sentence holding a fact token, earliest first>
+      Conversation so far:
+      - <first 12 words of each user line, previous summary's lines included>
+
+  It is at most 300 words and at most as many words as the summarized text (the two headers always appear);
+  facts are kept first, then the newest conversation lines that still fit.
+* Chat request: the last user message is the question. If it asks about the past ("which", "what", "remember",
+  "were we" or a trailing "?"), the answer is ``From our conversation: `` plus the distinct fact tokens of all
+  other messages in order of first appearance, or ``I don't know.`` when there are none. Otherwise the answer is
+  ``OK: `` plus the first 8 words of the question. Facts therefore only ever come from the request itself.
+
+Fact tokens are IDs like ``PRJ-123`` (``[A-Z][A-Z0-9]*-\\d+``) or upper-case words like ``EU`` (``[A-Z]{2,}``).
+
+Token estimate (in ``usage`` and for ``context_limit_tokens``): prompt_tokens = sum over messages of
+(ceil(len(content) / 4) + 4); completion_tokens = ceil(len(answer) / 4).
+
+Knobs live in ``FakeModelConfig``; they can be changed on a running server with ``POST /_control`` (JSON body of
+fields) and read with ``GET /_control``. ``fail_only_summaries`` limits the faults (``fail_status``, ``timeout_s``,
+``empty_output``, ``garbage_output``) to summarization requests so the chat path stays healthy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import json
+import math
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+SUMMARY_MARKER = "SESSION-MEMORY-SUMMARY-REQUEST"
+MODELS = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini")
+SUMMARY_WORD_LIMIT = 300
+
+FACT_TOKEN = re.compile(r"\b[A-Z][A-Z0-9]*-\d+\b|\b[A-Z]{2,}\b")
+# The fake's own "OK: ..." acknowledgements would otherwise come back as a fact on the next turn.
+NOT_FACTS = frozenset({"OK"})
+SPEAKER = re.compile(r"^(?:user|human|assistant|ai|system)\s*:\s*", re.IGNORECASE)
+USER_SPEAKER = re.compile(r"^(?:user|human)\s*:\s*", re.IGNORECASE)
+BULLET = re.compile(r"^[-*•]\s+")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+RECALL_WORDS = re.compile(r"\b(?:which|what|remember|were we)\b", re.IGNORECASE)
+GARBAGE = " ".join(itertools.repeat("lorem ipsum dolor sit amet", 400))
+
+ERROR_KINDS = {
+    400: ("invalid_request_error", "invalid_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    404: ("not_found_error", "model_not_found"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+
+
+@dataclass
+class FakeModelConfig:
+    """Behaviour knobs; the running server reads this object on every request, so mutations apply at once."""
+
+    latency_s: float = 0.0
+    fail_status: int | None = None
+    fail_times: int | None = None
+    fail_only_summaries: bool = False
+    timeout_s: float = 0.0
+    empty_output: bool = False
+    garbage_output: bool = False
+    context_limit_tokens: int | None = None
+    strict_alternation: bool = False
+    request_log: str | None = None
+
+
+def content_text(content: Any) -> str:
+    """Flatten OpenAI message content (a string, a list of parts, or None for tool-call turns) to text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+
+
+def estimate_prompt_tokens(messages: list[dict]) -> int:
+    return sum(math.ceil(len(content_text(m.get("content"))) / 4) + 4 for m in messages)
+
+
+def estimate_completion_tokens(answer: str) -> int:
+    return math.ceil(len(answer) / 4)
+
+
+def fact_tokens(text: str) -> list[str]:
+    return [t for t in FACT_TOKEN.findall(text) if t not in NOT_FACTS]
+
+
+def is_summary_request(messages: list[dict]) -> bool:
+    candidates = [m for m in messages if m.get("role") == "system"] + messages[:1]
+    return any(SUMMARY_MARKER in content_text(m.get("content")) for m in candidates)
+
+
+def _clean_line(line: str) -> str:
+    return SPEAKER.sub("", BULLET.sub("", line.strip())).strip()
+
+
+def _first_words(text: str, n: int) -> str:
+    return " ".join(text.split()[:n])
+
+
+def summarize(messages: list[dict]) -> str:
+    """Extractive summary; see the module docstring for the shape and limits."""
+    facts: dict[str, str] = {}  # normalized -> sentence, insertion-ordered
+    conversation: list[str] = []
+    source_words = 0
+    for message in messages:
+        text = content_text(message.get("content"))
+        if SUMMARY_MARKER in text and message.get("role") == "system":
+            continue
+        lines = [line for line in text.splitlines() if SUMMARY_MARKER not in line]
+        source_words += sum(len(line.split()) for line in lines)
+        labelled = any(SPEAKER.match(line.strip()) for line in lines)
+        section = None
+        for raw in lines:
+            stripped = raw.strip()
+            if stripped in ("Key facts:", "Conversation so far:"):
+                section = stripped
+                continue
+            line = _clean_line(raw)
+            if not line:
+                continue
+            for sentence in SENTENCE_END.split(line):
+                if fact_tokens(sentence):
+                    facts.setdefault(" ".join(sentence.lower().split()), sentence)
+            if section == "Conversation so far:" and BULLET.match(stripped):
+                conversation.append(line)
+            elif USER_SPEAKER.match(stripped) or (message.get("role") == "user" and not labelled and not section):
+                conversation.append(_first_words(line, 12))
+
+    limit = min(SUMMARY_WORD_LIMIT, source_words)
+    used = 5  # "Key facts:" and "Conversation so far:"
+    fact_lines = []
+    for fact in facts.values():
+        words = len(fact.split()) + 1
+        if used + words > limit:
+            break
+        fact_lines.append(f"- {fact}")
+        used += words
+    conversation_lines: list[str] = []
+    for line in reversed(conversation):
+        words = len(line.split()) + 1
+        if used + words > limit:
+            break
+        conversation_lines.insert(0, f"- {line}")
+        used += words
+    return "\n".join(["Key facts:", *fact_lines, "Conversation so far:", *conversation_lines])
+
+
+def chat_answer(messages: list[dict]) -> str:
+    """Answer the last user message using only facts found in the other messages."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    question = content_text(messages[last_user].get("content")).strip() if last_user is not None else ""
+    if not (RECALL_WORDS.search(question) or question.endswith("?")):
+        return "OK: " + _first_words(question, 8)
+    others = (content_text(m.get("content")) for i, m in enumerate(messages) if i != last_user)
+    found = list(dict.fromkeys(t for text in others for t in fact_tokens(text)))
+    return "From our conversation: " + ", ".join(found) if found else "I don't know."
+
+
+def alternation_error(messages: list[dict]) -> str | None:
+    """Mimic strict providers: roles must alternate, starting with user; tool results follow a tool call."""
+    turns = [m for m in messages if m.get("role") not in ("system", "developer")]
+    if not turns or turns[0].get("role") != "user":
+        return "The first non-system message must have role 'user'."
+    for prev, cur in itertools.pairwise(turns):
+        prev_role, role = prev.get("role"), cur.get("role")
+        if role == "tool":
+            if not (prev_role == "tool" or (prev_role == "assistant" and prev.get("tool_calls"))):
+                return "Messages with role 'tool' must follow an assistant message with 'tool_calls'."
+        elif role == prev_role:
+            return f"Roles must alternate, but two consecutive messages have role '{role}'."
+    return None
+
+
+def _append_line(path: str, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(line + "\n")
+
+
+def error_response(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
+    kind, default_code = ERROR_KINDS.get(status, ("server_error", "server_error"))
+    error = {"message": message, "type": kind, "param": param, "code": code or default_code}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def build_app(config: FakeModelConfig) -> FastAPI:
+    """Create the app; ``app.state.records`` holds every chat-completion request in log-record form."""
+    app = FastAPI(title="fake-openai")
+    app.state.config = config
+    app.state.records = []
+    log_lock = asyncio.Lock()
+    ids = itertools.count(1)
+
+    async def record(kind: str, body: Any, status: int, prompt_tokens: int, completion_tokens: int) -> None:
+        entry = {
+            "ts": time.time(),
+            "kind": kind,
+            "body": body,
+            "status": status,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+        }
+        app.state.records.append(entry)
+        if config.request_log:
+            async with log_lock:
+                await asyncio.to_thread(_append_line, config.request_log, json.dumps(entry))
+
+    @app.get("/v1/models")
+    async def list_models() -> dict:
+        return {
+            "object": "list",
+            "data": [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in MODELS],
+        }
+
+    @app.get("/_control")
+    async def get_control() -> dict:
+        return dataclasses.asdict(config)
+
+    @app.post("/_control")
+    async def set_control(request: Request) -> JSONResponse:
+        updates = await request.json()
+        unknown = set(updates) - {f.name for f in dataclasses.fields(config)}
+        if unknown:
+            return error_response(400, f"Unknown config fields: {sorted(unknown)}")
+        for name, value in updates.items():
+            setattr(config, name, value)
+        return JSONResponse(dataclasses.asdict(config))
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        try:
+            body = await request.json()
+            messages = list(body["messages"])
+        except (ValueError, KeyError, TypeError):
+            await record("chat", None, 400, 0, 0)
+            return error_response(400, "Request body must be JSON with a 'messages' list.")
+        kind = "summary" if is_summary_request(messages) else "chat"
+        prompt_tokens = estimate_prompt_tokens(messages)
+        faults_apply = kind == "summary" or not config.fail_only_summaries
+
+        await asyncio.sleep(config.latency_s + (config.timeout_s if faults_apply else 0.0))
+
+        limit = config.context_limit_tokens
+        if limit is not None and prompt_tokens > limit:
+            await record(kind, body, 400, prompt_tokens, 0)
+            message = (
+                f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+                f"{prompt_tokens} tokens. Please reduce the length of the messages."
+            )
+            return error_response(400, message, code="context_length_exceeded", param="messages")
+        if config.strict_alternation and (problem := alternation_error(messages)):
+            await record(kind, body, 400, prompt_tokens, 0)
+            return error_response(400, problem, code="invalid_message_order", param="messages")
+        if faults_apply and config.fail_status is not None and config.fail_times != 0:
+            if config.fail_times is not None:
+                config.fail_times -= 1
+            await record(kind, body, config.fail_status, prompt_tokens, 0)
+            return error_response(config.fail_status, f"Injected failure (HTTP {config.fail_status}).")
+
+        if faults_apply and config.empty_output:
+            answer = ""
+        elif faults_apply and config.garbage_output:
+            answer = GARBAGE
+        else:
+            answer = summarize(messages) if kind == "summary" else chat_answer(messages)
+        completion_tokens = estimate_completion_tokens(answer)
+        await record(kind, body, 200, prompt_tokens, completion_tokens)
+
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        base = {"id": f"chatcmpl-fake-{next(ids)}", "created": int(time.time()), "model": body.get("model", MODELS[0])}
+        if not body.get("stream"):
+            choice = {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+            return {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(
+            _stream(base, answer, usage if include_usage else None), media_type="text/event-stream"
+        )
+
+    return app
+
+
+def _stream(base: dict, answer: str, usage: dict | None) -> Iterator[str]:
+    def chunk(choices: list[dict], **extra: Any) -> str:
+        return "data: " + json.dumps({**base, "object": "chat.completion.chunk", "choices": choices, **extra}) + "\n\n"
+
+    yield chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+    for piece in re.findall(r"\s*\S+", answer):
+        yield chunk([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+    yield chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+    if usage is not None:
+        yield chunk([], usage=usage)
+    yield "data: [DONE]\n\n"
+
+
+@dataclass
+class RunningServer:
+    """Handle yielded by ``run_in_thread``."""
+
+    base_url: str
+    config: FakeModelConfig
+    app: FastAPI
+
+    def requests(self) -> list[dict]:
+        """Every chat-completion request so far, as the records also written to ``config.request_log``."""
+        return list(self.app.state.records)
+
+
+@contextlib.contextmanager
+def run_in_thread(
+    config: FakeModelConfig | None = None, host: str = "127.0.0.2", port: int = 0
+) -> Iterator[RunningServer]:
+    """Serve in a background thread so synchronous and async tests can share one process; port 0 picks a free one."""
+    config = config or FakeModelConfig()
+    app = build_app(config)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound_port = sock.getsockname()[1]
+    # A short graceful-shutdown window so requests hanging on timeout_s don't block exit.
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="fake-openai")
+    thread.start()
+    handle = RunningServer(f"http://{host}:{bound_port}/v1", config, app)
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("fake OpenAI server did not start")
+            time.sleep(0.01)
+        httpx.get(f"{handle.base_url}/models", timeout=5).raise_for_status()
+        yield handle
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Deterministic OpenAI-compatible chat server for tests and demos.")
+    parser.add_argument("--host", default="127.0.0.2")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--latency-s", type=float, default=0.0, help="sleep before every answer")
+    parser.add_argument("--fail-status", type=int, help="answer with this HTTP status and an OpenAI error body")
+    parser.add_argument("--fail-times", type=int, help="fail only the next N requests (default: all)")
+    parser.add_argument("--fail-only-summaries", action="store_true", help="apply faults to summary requests only")
+    parser.add_argument("--timeout-s", type=float, default=0.0, help="hang this long to trigger client timeouts")
+    parser.add_argument("--empty-output", action="store_true", help='answer ""')
+    parser.add_argument("--garbage-output", action="store_true", help="answer 2000 words of non-summary text")
+    parser.add_argument("--context-limit-tokens", type=int, help="reject larger prompts with context_length_exceeded")
+    parser.add_argument("--strict-alternation", action="store_true", help="reject non-alternating roles with 400")
+    parser.add_argument("--request-log", help="append every request as a JSON line to this file")
+    args = vars(parser.parse_args(argv))
+    host, port = args.pop("host"), args.pop("port")
+    uvicorn.run(build_app(FakeModelConfig(**args)), host=host, port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""The turn rules on SQLite and PostgreSQL, with real rows in Langflow's message table."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event
+
+from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory.model import SessionKey, SessionState
+from langflow_session_memory.services.session_memory.service import (
+    SUMMARY_ACKNOWLEDGEMENT,
+    SessionMemoryService,
+    Turn,
+)
+from tests.chat import START, ScriptedChatModel, chat_rows, store_rows
+
+WINDOW = 10
+
+
+class Clock:
+    def __init__(self):
+        self.now = START + timedelta(days=1)
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def key() -> SessionKey:
+    return SessionKey(flow_id=uuid.uuid4(), owner_id=uuid.uuid4(), session_id="New Session 0")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def service(sessions, clock) -> SessionMemoryService:
+    return SessionMemoryService(sessions=sessions, clock=clock)
+
+
+async def seed(sessions, key, count, **kwargs) -> tuple[list, Turn]:
+    """``count`` stored messages, the last one being this turn's input (as ChatInput stores it)."""
+    rows = await store_rows(sessions, chat_rows(key, count, **kwargs))
+    return rows, Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)
+
+
+async def row(sessions, key) -> SessionState | None:
+    async with sessions() as session:
+        return await store.load(session, key)
+
+
+def texts(history) -> list[str]:
+    return [message.text for message in history.messages]
+
+
+@pytest.mark.parametrize(
+    ("unfolded", "folds", "raw"),
+    [(0, 0, 0), (19, 0, 19), (20, 1, 0), (21, 1, 1), (59, 2, 19), (60, 3, 0), (61, 3, 1), (80, 3, 0), (200, 3, 0)],
+)
+async def test_unfolded_messages_give_the_planned_folds_and_raw_gap(service, sessions, key, unfolded, folds, raw):
+    rows, turn = await seed(sessions, key, unfolded + WINDOW)
+    model = ScriptedChatModel()
+
+    history = await service.build_history(turn, model)
+
+    window = [r.text for r in rows[unfolded:-1]]
+    raw_rows = [r.text for r in rows[folds * 20 : folds * 20 + raw]]
+    assert len(model.calls) == folds
+    assert history.folded == folds * 20
+    if folds:
+        assert texts(history)[0].endswith(f"Conversation so far:\n- up to {folds * 20 - 1}")
+        assert texts(history)[2:] == raw_rows + window  # notes, acknowledgement, then raw gap and window
+        state = await row(sessions, key)
+        assert (state.folded_count, state.version, state.cursor.message_id) == (
+            folds * 20,
+            folds,
+            rows[folds * 20 - 1].id,
+        )
+        assert (history.input_tokens, history.output_tokens) == (100 * folds, 10 * folds)
+    else:
+        assert texts(history) == raw_rows + window
+        assert await row(sessions, key) is None
+
+
+async def test_backlog_is_folded_over_later_turns_in_order(service, sessions, key):
+    _rows, turn = await seed(sessions, key, 200 + WINDOW)
+    model = ScriptedChatModel()
+    await service.build_history(turn, model)
+    await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
+
+    assert [model.batch_texts(call)[0].split()[2] for call in range(6)] == ["0", "20", "40", "60", "80", "100"]
+    assert (await row(sessions, key)).folded_count == 120
+
+
+async def test_summary_is_followed_by_an_acknowledgement_only_before_a_user_message(service, sessions, key):
+    _rows, turn = await seed(sessions, key, 21 + WINDOW)  # raw gap starts with message 20, a User message
+    history = await service.build_history(turn, ScriptedChatModel())
+    assert [m.sender for m in history.messages[:3]] == ["User", "Machine", "User"]
+    assert history.messages[1].text == SUMMARY_ACKNOWLEDGEMENT
+
+    other = SessionKey(key.flow_id, key.owner_id, "odd")
+    _, turn = await seed(sessions, other, 20 + WINDOW, first=1)  # the window starts with a Machine message
+    history = await service.build_history(Turn(other, WINDOW, turn.input_message_id), ScriptedChatModel())
+    assert [m.sender for m in history.messages[:2]] == ["User", "Machine"]
+    assert history.messages[1].text != SUMMARY_ACKNOWLEDGEMENT
+
+
+async def test_fold_logs_latency_and_count(service, sessions, key, captured_logs):
+    _, turn = await seed(sessions, key, 20 + WINDOW)
+    await service.build_history(turn, ScriptedChatModel())
+    logs = captured_logs
+    folds = [log for log in logs if log["event"].startswith("session_summary_fold ")]
+    assert len(folds) == 1
+    assert folds[0]["log_level"] == "info"
+    assert " folded=20 " in folds[0]["event"]
+    assert "latency_ms=" in folds[0]["event"]
+
+
+async def test_failure_keeps_summary_and_pauses_ten_minutes(service, sessions, key, clock, captured_logs):
+    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    await service.build_history(turn, ScriptedChatModel())
+    before = await row(sessions, key)
+    await store_rows(sessions, chat_rows(key, 20, first=20 + WINDOW))
+    failing = ScriptedChatModel(script=[TimeoutError("model timed out")])
+
+    history = await service.build_history(Turn(key, WINDOW, None), failing)
+    logs = captured_logs
+
+    after = await row(sessions, key)
+    assert (after.summary, after.folded_count, after.version) == (before.summary, 20, before.version)
+    assert after.paused_until == clock.now + timedelta(minutes=10)
+    assert "TimeoutError" in after.last_error
+    assert history.summary == before.summary
+    events = [log["event"].split()[0] for log in logs]
+    assert "session_summary_fold_failed" in events
+    assert "session_summary_paused" in events
+
+    clock.now += timedelta(minutes=9)
+    paused_model = ScriptedChatModel()
+    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), paused_model)
+    assert paused_model.calls == []
+
+    clock.now += timedelta(minutes=1)
+    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), paused_model)
+    assert len(paused_model.calls) == 1
+    resumed = await row(sessions, key)
+    assert (resumed.folded_count, resumed.paused_until, resumed.last_error) == (40, None, None)
+
+
+async def test_rejected_summary_counts_as_failure(service, sessions, key, clock):
+    _, turn = await seed(sessions, key, 20 + WINDOW)
+    history = await service.build_history(turn, ScriptedChatModel(script=[""]))
+    state = await row(sessions, key)
+    assert (history.summary, state.summary, state.folded_count) == ("", "", 0)
+    assert state.paused_until == clock.now + timedelta(minutes=10)
+    assert "empty summary" in state.last_error
+
+
+async def test_lost_race_uses_the_winners_summary(service, sessions, key, clock, captured_logs):
+    _, turn = await seed(sessions, key, 20 + WINDOW)
+    winner = "Key facts:\n- written by another worker\nConversation so far:\n- the same twenty messages"
+
+    class RacingModel(ScriptedChatModel):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            other_worker = SessionMemoryService(sessions=sessions, clock=clock)
+            await other_worker.build_history(Turn(key, WINDOW, uuid.uuid4()), ScriptedChatModel(script=[winner]))
+            return self._generate(messages)
+
+    history = await service.build_history(turn, RacingModel())
+    logs = captured_logs
+
+    state = await row(sessions, key)
+    assert (state.summary, state.version, state.folded_count) == (winner, 1, 20)
+    assert history.summary == winner
+    assert texts(history)[0].endswith(winner)
+    assert any(log["event"].startswith("session_summary_lost_race") for log in logs)
+
+
+async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
+    _, turn = await seed(sessions, key, 20 + WINDOW)
+    model = ScriptedChatModel()
+    first = await service.build_history(turn, model)
+    again = await service.build_history(turn, model)
+    assert len(model.calls) == 1
+    assert again == first
+
+
+async def test_zero_messages_touches_no_table(clock, key):
+    def no_database():
+        raise AssertionError("N=0 must not open a database session")
+
+    service = SessionMemoryService(sessions=no_database, clock=clock)
+    history = await service.build_history(Turn(key, 0, uuid.uuid4()), ScriptedChatModel())
+    assert history.messages == []
+
+
+async def test_tied_timestamps_lose_and_duplicate_nothing(service, sessions, key):
+    rows, turn = await seed(sessions, key, 47 + WINDOW, tie_every=4)
+    model = ScriptedChatModel()
+    history = await service.build_history(turn, model)
+
+    folded = [line.split()[2] for call in range(len(model.calls)) for line in model.batch_texts(call)]
+    sent = [m.text.split()[1] for m in history.messages[1:] if m.text != SUMMARY_ACKNOWLEDGEMENT]
+    everything = folded + sent + [rows[-1].text.split()[1]]
+    assert sorted(everything, key=int) == [str(i) for i in range(47 + WINDOW)]
+    assert len(everything) == len(set(everything))
+
+
+async def test_message_arriving_behind_the_cursor_is_refolded_not_lost(service, sessions, key, captured_logs):
+    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    await service.build_history(turn, ScriptedChatModel())
+    late = chat_rows(key, 1, first=5)[0]
+    late.id, late.text = uuid.uuid4(), "message late says fact-late arrived behind the cursor"
+    await store_rows(sessions, [late])
+
+    model = ScriptedChatModel()
+    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), model)
+    logs = captured_logs
+
+    assert any(log["event"].startswith("session_summary_reset") for log in logs)
+    assert any("fact-late" in line for line in model.batch_texts(0))
+    assert "Current notes:\n(none yet)" in model.calls[0][-1].content
+    assert (await row(sessions, key)).folded_count == 20  # 21 older messages: one batch, one sent raw
+
+
+@pytest.mark.parametrize("stored", [100, 10_000])
+async def test_a_turn_without_a_fold_issues_a_constant_number_of_statements(sessions, clock, key, stored):
+    rows = chat_rows(key, stored)
+    async with sessions.begin() as session:
+        await session.run_sync(lambda sync: sync.bulk_save_objects(rows))
+        seen = await store.create_if_absent(session, key)
+        folded = rows[stored - WINDOW - 6]  # 5 messages between the cursor and the window
+        await store.compare_and_swap(
+            session,
+            seen,
+            SessionState(key, summary="notes", cursor=_cursor(folded), folded_count=stored - WINDOW - 5),
+        )
+
+    statements = []
+    engine = sessions.kw["bind"].sync_engine
+    listener = lambda *args: statements.append(args[2])  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        history = await SessionMemoryService(sessions=sessions, clock=clock).build_history(
+            Turn(key, WINDOW, rows[-1].id), ScriptedChatModel()
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+
+    assert len(history.messages) == 1 + 5 + WINDOW - 1  # notes (the raw gap opens with a Machine message)
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 4  # stock window query + 3
+    assert len(statements) == 4
+
+
+def _cursor(message):
+    from langflow_session_memory.services.session_memory.messages import cursor_of
+
+    return cursor_of(message)

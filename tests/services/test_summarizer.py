@@ -1,0 +1,68 @@
+"""Summary validation and the fold call: what is rejected, and what the model is asked."""
+
+import pytest
+
+from langflow_session_memory.services.session_memory.summarizer import (
+    SUMMARY_REQUEST_MARKER,
+    ChatLine,
+    SummaryRejectedError,
+    fold,
+    validate_summary,
+)
+from tests.chat import ScriptedChatModel
+
+BATCH = [ChatLine("User", f"we deploy project PRJ-123 on the EU cluster, step {i}") for i in range(20)]
+GOOD = "Key facts:\n- project PRJ-123 runs on the EU cluster\nConversation so far:\n- deployment steps 0 to 19"
+
+
+def test_good_summary_is_accepted_and_stripped():
+    assert validate_summary(f"  {GOOD}\n", previous_summary="", batch=BATCH) == GOOD
+
+
+@pytest.mark.parametrize(
+    ("candidate", "reason"),
+    [
+        ("", "empty"),
+        ("   \n", "empty"),
+        ("Error generating summary: rate limit", "error text"),
+        ("I'm sorry, I can't help with that. Key facts: Conversation so far:", "error text"),
+        ("Traceback (most recent call last): Key facts Conversation so far", "error text"),
+        ("Key facts:\n" + "word " * 301 + "\nConversation so far:", "over the 300-word cap"),
+        ("Key facts:\n- PRJ-123 is on the EU cluster", "lacks the section"),
+    ],
+)
+def test_bad_summaries_are_rejected(candidate, reason):
+    with pytest.raises(SummaryRejectedError, match=reason):
+        validate_summary(candidate, previous_summary="", batch=BATCH)
+
+
+def test_summary_larger_than_what_it_replaces_is_rejected():
+    tiny_batch = [ChatLine("User", "hi"), ChatLine("Machine", "hello")]
+    with pytest.raises(SummaryRejectedError, match="more than the 2 it replaces"):
+        validate_summary(GOOD, previous_summary="", batch=tiny_batch)
+
+
+async def test_fold_asks_for_updated_notes_without_streaming_or_callbacks():
+    model = ScriptedChatModel(script=[GOOD])
+    result = await fold(model, "Key facts:\n- customer ACME", BATCH)
+
+    system, human = model.calls[0]
+    assert SUMMARY_REQUEST_MARKER in system.content
+    assert "Key facts" in system.content
+    assert "Conversation so far" in system.content
+    assert "Current notes:\nKey facts:\n- customer ACME" in human.content
+    assert "User: we deploy project PRJ-123 on the EU cluster, step 19" in human.content
+    assert (result.summary, result.input_tokens, result.output_tokens) == (GOOD, 100, 10)
+
+
+async def test_fold_runs_at_temperature_zero_on_a_copy():
+    model = ScriptedChatModel(script=[GOOD])
+    await fold(model, "", BATCH)
+    assert model.temperatures == [0]
+    assert model.temperature == 0.7  # the Agent's own model is not changed
+
+
+async def test_fold_raises_when_the_model_answers_garbage():
+    model = ScriptedChatModel(script=["Sure! Here is a poem about clouds."])
+    with pytest.raises(SummaryRejectedError):
+        await fold(model, "", BATCH)
