@@ -53,7 +53,9 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-SUMMARY_MARKER = "SESSION-MEMORY-SUMMARY-REQUEST"
+from langflow_session_memory.services.session_memory.summarizer import SUMMARY_REQUEST_MARKER
+
+SUMMARY_MARKER = SUMMARY_REQUEST_MARKER
 MODELS = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini")
 SUMMARY_WORD_LIMIT = 300
 

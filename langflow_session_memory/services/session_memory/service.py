@@ -41,6 +41,7 @@ SUMMARY_FRAME = (
 SUMMARY_ACKNOWLEDGEMENT = "Understood. I will use these notes as context for the rest of the conversation."
 
 SessionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+ChatModelFactory = Callable[[], BaseChatModel]
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,11 @@ class SessionMemoryService:
     fold_timeout: float = summarizer.FOLD_TIMEOUT_SECONDS
     _turns: OrderedDict = field(default_factory=OrderedDict, repr=False)
 
-    async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
-        """The history for ``turn``; the same result again if the Agent retries the turn."""
+    async def build_history(self, turn: Turn, llm: ChatModelFactory) -> History:
+        """The history for ``turn``; the same result again if the Agent retries the turn.
+
+        ``llm`` builds the Agent's model; it is called only when a fold is due.
+        """
         if turn.n_messages <= 0:
             return History(messages=[])
         remembered = self._turns.get((turn.key, turn.input_message_id))
@@ -96,13 +100,13 @@ class SessionMemoryService:
             self._turns.popitem(last=False)
         return history
 
-    async def _build(self, turn: Turn, llm: BaseChatModel) -> History:
+    async def _build(self, turn: Turn, llm: ChatModelFactory) -> History:
         window, state, gap = await self._read(turn)
         plan = plan_fold(
             gap, paused=state.is_paused(self.clock()), batch_size=self.batch_size, max_batches=self.max_batches
         )
         if plan.batches:
-            outcome = await self._fold_batches(state, plan.batches, llm)
+            outcome = await self._fold_batches(state, plan.batches, llm())
         else:
             outcome = _FoldOutcome(state=state)
         if outcome.lost_race:

@@ -1,0 +1,44 @@
+from lfx.components.models_and_agents.agent import AgentComponent
+from lfx.io import BoolInput
+
+from langflow_session_memory.services.session_memory.agent_history import add_fold_usage, history_with_memory
+
+
+class SessionMemoryAgentComponent(AgentComponent):
+    """Langflow's Agent plus a switch that folds messages older than the last N into a summary.
+
+    Saved flows re-run a frozen copy of this file, so it only declares inputs and hands
+    off to the installed package; all logic and state live there.
+    """
+
+    display_name = "Session Memory Agent"
+    description = "Agent that keeps a short summary of the messages older than its chat history window."
+    name = "SessionMemoryAgent"
+    icon = "bot"
+
+    inputs = [
+        *AgentComponent.inputs,
+        BoolInput(
+            name="summarize_older_messages",
+            display_name="Summarize Older Messages",
+            advanced=True,
+            value=False,
+            info=(
+                "Keep the newest Number of Chat History Messages as they are, and fold older ones, 20 at a time, "
+                "into a short per-session summary (at most 300 words) sent first in the history. Each fold is one "
+                "extra call to the same model, about once every 20 messages; its tokens are added to the turn's "
+                "usage. Off: exactly the stock Agent."
+            ),
+        ),
+    ]
+
+    async def get_memory_data(self):
+        if not self.summarize_older_messages:
+            return await super().get_memory_data()
+        return await history_with_memory(self, stock=super().get_memory_data)
+
+    async def run_agent(self, agent):
+        result = await super().run_agent(agent)
+        if not self.summarize_older_messages:
+            return result
+        return await add_fold_usage(self, result)

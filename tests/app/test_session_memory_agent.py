@@ -1,0 +1,138 @@
+"""The Session Memory Agent through the real Langflow app and its /api/v1 endpoints."""
+
+import json
+import uuid
+
+from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.service import SUMMARY_FRAME
+
+FACT = "Our project is PRJ-123 on the EU cluster."
+QUESTION = "Which cluster and project were we on?"
+SUMMARY_PREFIX = SUMMARY_FRAME.split("{summary}")[0].strip()
+
+
+def chat_requests(fake_model, since: int = 0) -> list[dict]:
+    return [r for r in fake_model.requests()[since:] if r["kind"] == "chat"]
+
+
+def summary_requests(fake_model, since: int = 0) -> list[dict]:
+    return [r for r in fake_model.requests()[since:] if r["kind"] == "summary"]
+
+
+def contents(request: dict) -> list[tuple[str, str]]:
+    return [
+        (m["role"], m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
+        for m in request["body"]["messages"]
+    ]
+
+
+def talk(langflow, flow_id, session_id, turns: int, tweaks=None):
+    for i in range(turns):
+        langflow.run(flow_id, f"Filler turn {i}, tell me something small.", session_id=session_id, tweaks=tweaks)
+
+
+def test_langflow_starts_on_a_database_that_carries_our_table(langflow):
+    assert langflow.http.get("/health").status_code == 200
+    assert langflow.sql("SELECT version_num FROM alembic_version_session_memory") == [(runner.head_revision(),)]
+    assert len(langflow.sql("SELECT version_num FROM alembic_version")) == 1
+    assert langflow.sql("SELECT count(*) FROM session_memory_state") == [(0,)]
+
+
+def test_catalogue_lists_the_component_with_the_switch_off_and_advanced(langflow):
+    entry = langflow.catalogue_entry("SessionMemoryAgent")
+    switch = entry["template"]["summarize_older_messages"]
+    assert switch["display_name"] == "Summarize Older Messages"
+    assert (switch["advanced"], switch["value"]) == (True, False)
+    assert "n_messages" in entry["template"] and "context_id" in entry["template"]
+
+
+def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    session_id = f"session-{uuid.uuid4()}"
+    langflow.run(flow_id, FACT, session_id=session_id)
+    talk(langflow, flow_id, session_id, 10)
+
+    before = len(fake_model.requests())
+    langflow.run(flow_id, QUESTION, session_id=session_id)
+    off_request = chat_requests(fake_model, before)[-1]
+    assert not any("PRJ-123" in content for _, content in contents(off_request))
+    assert summary_requests(fake_model, before) == []
+
+    before = len(fake_model.requests())
+    response = langflow.run(
+        flow_id, QUESTION, session_id=session_id, tweaks={agent_id: {"summarize_older_messages": True}}, stream=True
+    )
+    on_request = chat_requests(fake_model, before)[-1]
+    system, (role, first), *_ = contents(on_request)
+    assert system[0] == "system"
+    assert role == "user"
+    assert first.startswith(SUMMARY_PREFIX)
+    assert "PRJ-123" in first and "EU" in first
+    assert len(summary_requests(fake_model, before)) == 1
+    events = [json.loads(chunk) for chunk in response.text.split("\n\n") if chunk.strip()]
+    chat_events = [event for event in events if event["event"] != "log"]  # "log" is the Agent's own prompt trace
+    assert {"add_message", "end"} <= {event["event"] for event in chat_events}
+    assert not any("Key facts" in json.dumps(event) for event in chat_events)
+
+    [(version, folded_count)] = langflow.sql(
+        "SELECT version, folded_count FROM session_memory_state WHERE session_id = :s", s=session_id
+    )
+    assert version >= 1 and folded_count == 20
+    assert langflow.sql("SELECT count(*) FROM message WHERE text LIKE '%Key facts%'") == [(0,)]
+    assert any("session_summary_fold latency_ms=" in line for line in langflow.log_lines())
+
+    before = len(fake_model.requests())
+    langflow.run(
+        flow_id, "One more small thing.", session_id=session_id, tweaks={agent_id: {"summarize_older_messages": True}}
+    )
+    assert summary_requests(fake_model, before) == []
+    assert chat_requests(fake_model, before)[-1]["body"]["messages"][1]["content"].startswith(SUMMARY_PREFIX)
+
+
+def test_switch_off_sends_exactly_the_stock_agents_requests(langflow, fake_model):
+    stock_flow, _ = langflow.create_agent_flow(session_memory=False, n_messages=3)
+    memory_flow, _ = langflow.create_agent_flow(session_memory=True, n_messages=3)
+    bodies = {}
+    for flow_id in (stock_flow, memory_flow):
+        before = len(fake_model.requests())
+        langflow.run(flow_id, FACT, session_id="same session")
+        talk(langflow, flow_id, "same session", 4)
+        langflow.run(flow_id, QUESTION, session_id="same session")
+        bodies[flow_id] = [request["body"] for request in fake_model.requests()[before:]]
+    assert len(bodies[stock_flow]) == 6
+    assert bodies[memory_flow] == bodies[stock_flow]
+
+
+def test_fold_tokens_are_added_to_the_turns_stored_usage(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    session_id = f"usage-{uuid.uuid4()}"
+    on = {agent_id: {"summarize_older_messages": True}}
+    talk(langflow, flow_id, session_id, 11, tweaks=on)
+
+    before = len(fake_model.requests())
+    langflow.run(flow_id, "And the next thing.", session_id=session_id, tweaks=on)  # 21 older messages: one fold
+    turn_requests = fake_model.requests()[before:]
+    assert [r["kind"] for r in turn_requests] == ["summary", "chat"]
+
+    [(properties,)] = langflow.sql(
+        "SELECT properties FROM message WHERE session_id = :s AND sender = 'Machine' ORDER BY timestamp DESC LIMIT 1",
+        s=session_id,
+    )
+    usage = (json.loads(properties) if isinstance(properties, str) else properties)["usage"]
+    assert usage["input_tokens"] == sum(r["prompt_tokens"] for r in turn_requests)
+    assert usage["output_tokens"] == sum(r["completion_tokens"] for r in turn_requests)
+
+
+def test_fifty_turns_against_a_strict_alternation_model_never_get_a_400(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=4)
+    session_id = f"strict-{uuid.uuid4()}"
+    fake_model.config.strict_alternation = True
+    try:
+        before = len(fake_model.requests())
+        langflow.run(flow_id, FACT, session_id=session_id, tweaks={agent_id: {"summarize_older_messages": True}})
+        talk(langflow, flow_id, session_id, 49, tweaks={agent_id: {"summarize_older_messages": True}})
+        statuses = [r["status"] for r in fake_model.requests()[before:]]
+    finally:
+        fake_model.config.strict_alternation = False
+    assert len(summary_requests(fake_model, before)) >= 4
+    assert set(statuses) == {200}
