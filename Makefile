@@ -36,3 +36,17 @@ migrate: install
 
 validate-migrations: install
 	$(BIN)/python -m langflow.alembic.migration_validator --strict langflow_session_memory/migrations/versions/*.py
+
+# Langflow with this extension, on the project-local SQLite file unless LANGFLOW_DATABASE_URL is set.
+HOST ?= 127.0.0.1
+PORT ?= 7860
+LANGFLOW_ENV := LANGFLOW_AUTO_LOGIN=true LANGFLOW_CONFIG_DIR=$(CURDIR)/.langflow/config \
+	LITELLM_LOCAL_MODEL_COST_MAP=True
+
+.PHONY: backend run
+
+backend: migrate
+	$(LANGFLOW_ENV) $(BIN)/langflow run --backend-only --host $(HOST) --port $(PORT) --workers 1
+
+run: migrate
+	$(LANGFLOW_ENV) $(BIN)/langflow run --host $(HOST) --port $(PORT)

@@ -43,7 +43,8 @@ def test_catalogue_lists_the_component_with_the_switch_off_and_advanced(langflow
     switch = entry["template"]["summarize_older_messages"]
     assert switch["display_name"] == "Summarize Older Messages"
     assert (switch["advanced"], switch["value"]) == (True, False)
-    assert "n_messages" in entry["template"] and "context_id" in entry["template"]
+    assert "n_messages" in entry["template"]
+    assert "context_id" in entry["template"]
 
 
 def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow, fake_model):
@@ -67,7 +68,8 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
     assert system[0] == "system"
     assert role == "user"
     assert first.startswith(SUMMARY_PREFIX)
-    assert "PRJ-123" in first and "EU" in first
+    assert "PRJ-123" in first
+    assert "EU" in first
     assert len(summary_requests(fake_model, before)) == 1
     events = [json.loads(chunk) for chunk in response.text.split("\n\n") if chunk.strip()]
     chat_events = [event for event in events if event["event"] != "log"]  # "log" is the Agent's own prompt trace
@@ -77,7 +79,8 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
     [(version, folded_count)] = langflow.sql(
         "SELECT version, folded_count FROM session_memory_state WHERE session_id = :s", s=session_id
     )
-    assert version >= 1 and folded_count == 20
+    assert version >= 1
+    assert folded_count == 20
     assert langflow.sql("SELECT count(*) FROM message WHERE text LIKE '%Key facts%'") == [(0,)]
     assert any("session_summary_fold latency_ms=" in line for line in langflow.log_lines())
 
