@@ -259,3 +259,12 @@ def _cursor(message):
     from langflow_session_memory.services.session_memory.messages import cursor_of
 
     return cursor_of(message)
+
+
+async def test_turns_without_a_stored_input_are_not_taken_for_retries(service, sessions, key):
+    await seed(sessions, key, 20 + WINDOW)
+    model = ScriptedChatModel()
+    await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
+    await store_rows(sessions, chat_rows(key, 20, first=20 + WINDOW))
+    second = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
+    assert (len(model.calls), second.folded) == (2, 20)

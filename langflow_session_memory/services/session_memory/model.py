@@ -35,6 +35,7 @@ class SessionMemoryState(SessionMemoryBase, table=True):
     """
 
     __tablename__ = TABLE_NAME
+    # The unique key also serves lookups by flow_id (its leading column).
     __table_args__ = (
         UniqueConstraint("flow_id", "owner_id", "session_id", "context_id", name="uq_session_memory_state_key"),
         Index("ix_session_memory_state_session_id", "session_id"),

@@ -87,7 +87,8 @@ class SessionMemoryService:
     async def build_history(self, turn: Turn, llm: ChatModelFactory) -> History:
         """The history for ``turn``; the same result again if the Agent retries the turn.
 
-        ``llm`` builds the Agent's model; it is called only when a fold is due.
+        ``llm`` builds the Agent's model; it is called only when a fold is due. A turn is
+        recognised by its stored input message; without one it cannot be told from the next.
         """
         if turn.n_messages <= 0:
             return History(messages=[])
@@ -95,6 +96,8 @@ class SessionMemoryService:
         if remembered is not None:
             return remembered
         history = await self._build(turn, llm)
+        if turn.input_message_id is None:
+            return history
         self._turns[(turn.key, turn.input_message_id)] = history
         while len(self._turns) > REMEMBERED_TURNS:
             self._turns.popitem(last=False)
@@ -135,19 +138,25 @@ class SessionMemoryService:
             changed = state.cursor is not None and (
                 await messages.count_through(session, turn.key, state.cursor) != state.folded_count
             )
-        if changed:
-            state = await self._reset(state)
-        if len(window) < turn.n_messages:
-            return window, state, []
+            if not changed:
+                return window, state, await self._gap(session, turn, state, window)
+        state = await self._reset(state)
         async with self.sessions() as session:
-            gap = await messages.gap(
-                session,
-                turn.key,
-                after=state.cursor,
-                before=messages.cursor_of(window[0]),
-                limit=gap_fetch_limit(self.batch_size, self.max_batches),
-            )
-        return window, state, gap
+            return window, state, await self._gap(session, turn, state, window)
+
+    async def _gap(
+        self, session: AsyncSession, turn: Turn, state: SessionState, window: list[MessageTable]
+    ) -> list[MessageTable]:
+        """Unfolded messages older than the window; none can exist when the window is not full."""
+        if len(window) < turn.n_messages:
+            return []
+        return await messages.gap(
+            session,
+            turn.key,
+            after=state.cursor,
+            before=messages.cursor_of(window[0]),
+            limit=gap_fetch_limit(self.batch_size, self.max_batches),
+        )
 
     async def _reset(self, state: SessionState) -> SessionState:
         """Drop a summary whose folded messages changed, so they are folded again from the start."""
@@ -224,12 +233,8 @@ class SessionMemoryService:
 
     async def _raw_after(self, turn: Turn, state: SessionState, window: list[MessageTable]) -> tuple:
         """After a lost race, the raw gap behind the winner's cursor (sent only if fewer than B)."""
-        if not window or len(window) < turn.n_messages:
-            return ()
         async with self.sessions() as session:
-            gap = await messages.gap(
-                session, turn.key, after=state.cursor, before=messages.cursor_of(window[0]), limit=self.batch_size
-            )
+            gap = await self._gap(session, turn, state, window)
         return unfolded_tail(gap, 0, self.batch_size)
 
 
