@@ -1,4 +1,4 @@
-"""``langflow.plugins`` entry point: migrate our table when Langflow starts.
+"""``langflow.plugins`` entry point: cleanup listeners, our migration, and the orphan sweep.
 
 Langflow never runs ``on_event("startup")`` handlers; a router lifespan does run, after
 Langflow's own migrations, once per worker. A failure is logged and Langflow starts
@@ -13,10 +13,13 @@ from fastapi import APIRouter
 from lfx.log.logger import logger
 
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners, sweep
+
+SWEEP_INTERVAL_SECONDS = 3600
 
 
-async def prepare_database() -> None:
-    """Bring ``session_memory_state`` to head on Langflow's database; never raises."""
+async def prepare_database() -> bool:
+    """Bring ``session_memory_state`` to head on Langflow's database; never raises, says if it worked."""
     from lfx.services.deps import get_db_service
 
     started = time.perf_counter()
@@ -26,17 +29,37 @@ async def prepare_database() -> None:
         revision = await runner.current_revision(url)
     except Exception as error:  # noqa: BLE001 - Langflow must start even if our migration cannot run
         await logger.aexception(f"session_memory_migration_failed reason={type(error).__name__}: {error}")
-        return
+        return False
     await logger.ainfo(
         f"session_memory_migrated revision={revision} latency_ms={round((time.perf_counter() - started) * 1000)}"
     )
+    return True
+
+
+async def sweep_periodically(interval_seconds: float = SWEEP_INTERVAL_SECONDS) -> None:
+    """Remove rows orphaned behind Langflow's back: now, then every ``interval_seconds``."""
+    from lfx.services.deps import session_scope
+
+    while True:
+        try:
+            removed = await sweep(session_scope)
+        except Exception as error:  # noqa: BLE001 - a failed sweep is retried next interval; the listeners still run
+            await logger.aexception(f"session_memory_sweep_failed reason={type(error).__name__}: {error}")
+        else:
+            await logger.ainfo(f"session_memory_sweep removed={removed}")
+        await asyncio.sleep(interval_seconds)
 
 
 @asynccontextmanager
 async def lifespan(_app):
-    await prepare_database()
-    yield
+    sweeper = asyncio.create_task(sweep_periodically()) if await prepare_database() else None
+    try:
+        yield
+    finally:
+        if sweeper is not None:
+            sweeper.cancel()
 
 
 def register(app) -> None:
+    install_cleanup_listeners()
     app.include_router(APIRouter(lifespan=lifespan))

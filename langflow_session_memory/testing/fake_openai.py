@@ -62,7 +62,9 @@ SUMMARY_WORD_LIMIT = 300
 FACT_TOKEN = re.compile(r"\b[A-Z][A-Z0-9]*-\d+\b|\b[A-Z]{2,}\b")
 # The fake's own "OK: ..." acknowledgements would otherwise come back as a fact on the next turn.
 NOT_FACTS = frozenset({"OK"})
-SPEAKER = re.compile(r"^(?:user|human|assistant|ai|system)\s*:\s*", re.IGNORECASE)
+SPEAKER = re.compile(r"^(?:user|human|assistant|ai|machine|system)\s*:\s*", re.IGNORECASE)
+# The summarizer's own framing around the notes and the transcript; not conversation.
+FRAMING = {"Current notes:", "Next messages:", "(none yet)", "Key facts:", "Conversation so far:"}
 USER_SPEAKER = re.compile(r"^(?:user|human)\s*:\s*", re.IGNORECASE)
 BULLET = re.compile(r"^[-*•]\s+")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -129,7 +131,7 @@ def _first_words(text: str, n: int) -> str:
 
 def summarize(messages: list[dict]) -> str:
     """Extractive summary; see the module docstring for the shape and limits."""
-    facts: dict[str, str] = {}  # normalized -> sentence, insertion-ordered
+    facts: dict[tuple[str, ...], str] = {}  # fact tokens -> first sentence naming them, insertion-ordered
     conversation: list[str] = []
     source_words = 0
     for message in messages:
@@ -137,7 +139,7 @@ def summarize(messages: list[dict]) -> str:
         if SUMMARY_MARKER in text and message.get("role") == "system":
             continue
         lines = [line for line in text.splitlines() if SUMMARY_MARKER not in line]
-        source_words += sum(len(line.split()) for line in lines)
+        source_words += sum(len(_clean_line(line).split()) for line in lines if line.strip() not in FRAMING)
         labelled = any(SPEAKER.match(line.strip()) for line in lines)
         section = None
         for raw in lines:
@@ -150,14 +152,14 @@ def summarize(messages: list[dict]) -> str:
                 continue
             for sentence in SENTENCE_END.split(line):
                 if fact_tokens(sentence):
-                    facts.setdefault(" ".join(sentence.lower().split()), sentence)
+                    facts.setdefault(tuple(fact_tokens(sentence)), sentence)
             if section == "Conversation so far:" and BULLET.match(stripped):
                 conversation.append(line)
             elif USER_SPEAKER.match(stripped) or (message.get("role") == "user" and not labelled and not section):
                 conversation.append(_first_words(line, 12))
 
-    limit = min(SUMMARY_WORD_LIMIT, source_words)
-    used = 5  # "Key facts:" and "Conversation so far:"
+    used = 5  # "Key facts:" and "Conversation so far:", which the summarizer's size check allows on top
+    limit = min(SUMMARY_WORD_LIMIT, source_words + used)
     fact_lines = []
     for fact in facts.values():
         words = len(fact.split()) + 1

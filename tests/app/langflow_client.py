@@ -2,6 +2,7 @@
 
 import copy
 import json
+import uuid
 from pathlib import Path
 
 import langflow
@@ -30,7 +31,9 @@ class LangflowClient:
                     return entry
         raise LookupError(f"{name} is not in the component catalogue")
 
-    def create_agent_flow(self, *, session_memory: bool, n_messages: int) -> tuple[str, str]:
+    def create_agent_flow(
+        self, *, session_memory: bool, n_messages: int, project_id: str | None = None
+    ) -> tuple[str, str]:
         """Chat Input -> (Session Memory) Agent -> Chat Output; returns (flow id, agent node id)."""
         flow = json.loads(STARTER_FLOW.read_text())
         graph = flow["data"]
@@ -47,6 +50,8 @@ class LangflowClient:
         template["add_current_date_tool"]["value"] = False
         template["add_calculator_tool"]["value"] = False
         body = {"name": f"{'memory' if session_memory else 'stock'} agent", "data": graph}
+        if project_id:
+            body["folder_id"] = project_id
         created = self.http.post("/api/v1/flows/", json=body).raise_for_status().json()
         return created["id"], agent["id"]
 
@@ -65,6 +70,30 @@ class LangflowClient:
         )
         assert response.status_code == 200, response.text
         return response
+
+    def folded_session(self, session_id: str, *, project_id: str | None = None) -> tuple[str, str]:
+        """A new flow whose ``session_id`` has a summary row (12 turns at N=2 fold messages 1-20)."""
+        flow_id, agent_id = self.create_agent_flow(session_memory=True, n_messages=2, project_id=project_id)
+        for i in range(12):
+            self.run(
+                flow_id,
+                f"Turn {i}: note code CODE-{i}.",
+                session_id=session_id,
+                tweaks={agent_id: {"summarize_older_messages": True}},
+            )
+        assert self.state_rows(flow_id) == [(session_id, 20)]
+        return flow_id, agent_id
+
+    def state_rows(self, flow_id: str) -> list[tuple[str, int]]:
+        return self.sql(
+            "SELECT session_id, folded_count FROM session_memory_state WHERE flow_id = :f",
+            f=uuid.UUID(flow_id).hex if self.backend == "sqlite" else flow_id,
+        )
+
+    def message_ids(self, flow_id: str) -> list[str]:
+        """The flow's stored messages, oldest first, as the monitor API lists them."""
+        response = self.http.get("/api/v1/monitor/messages", params={"flow_id": flow_id}).raise_for_status()
+        return [m["id"] for m in sorted(response.json(), key=lambda m: m["timestamp"])]
 
     def log_lines(self) -> list[str]:
         """Langflow's own log file, as an operator reads it."""

@@ -19,11 +19,17 @@ HISTORY_ATTRIBUTE = "_session_memory_history"
 
 @cache
 def get_session_memory_service():
-    """The process-wide service, on Langflow's own database sessions."""
+    """The process-wide service, on Langflow's own database sessions.
+
+    Also installs the cleanup listeners, for processes that run flows without building
+    Langflow's app (and so without our plugin), such as a worker.
+    """
     from lfx.services.deps import session_scope
 
+    from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners
     from langflow_session_memory.services.session_memory.service import SessionMemoryService
 
+    install_cleanup_listeners()
     return SessionMemoryService(sessions=session_scope)
 
 

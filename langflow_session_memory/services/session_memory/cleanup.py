@@ -1,0 +1,156 @@
+"""Keep ``session_memory_state`` in step with Langflow's messages and flows.
+
+A summary is a copy of what users said, so it must not outlive the original. Langflow has
+no delete hooks; every deletion path it has (session and message deletes, flow and project
+deletes, end-user and builder erasure) ends in a bulk ORM ``DELETE`` on ``message`` or
+``flow``, and renames and edits are unit-of-work updates. Two global SQLAlchemy session
+events see all of them and fix our rows in the same transaction:
+
+- ``do_orm_execute``: a bulk delete of messages drops the rows whose folded range lost a
+  message or whose session has no message left; a bulk delete of flows drops their rows.
+- ``after_flush``: a renamed session moves its rows; an edited or deleted folded message
+  drops its row's summary (the next turn folds the session again).
+
+``sweep_orphans`` (run at start-up and hourly by the plugin) is the backstop for deletions
+made behind Langflow's back, such as raw SQL.
+"""
+
+from datetime import datetime
+from uuid import UUID
+
+from langflow.services.database.models.message.model import MessageTable
+from sqlalchemy import Connection, and_, delete, event, exists, func, inspect, or_, select, update
+from sqlalchemy.orm import ORMExecuteState, Session
+
+from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory.model import TABLE_NAME, SessionMemoryState
+
+STATE = SessionMemoryState.__table__
+MESSAGE = MessageTable.__table__
+KEYS_PER_STATEMENT = 200
+_ready_databases: set[str] = set()
+
+
+def install_cleanup_listeners() -> None:
+    """Register the session events once per process; safe to call again."""
+    if not event.contains(Session, "do_orm_execute", _on_orm_execute):
+        event.listen(Session, "do_orm_execute", _on_orm_execute)
+    if not event.contains(Session, "after_flush", _on_after_flush):
+        event.listen(Session, "after_flush", _on_after_flush)
+
+
+def _state_table_exists(connection: Connection) -> bool:
+    """Whether our migration ran on this database (cached once it has)."""
+    url = connection.engine.url.render_as_string(hide_password=True)
+    if url not in _ready_databases and inspect(connection).has_table(TABLE_NAME):
+        _ready_databases.add(url)
+    return url in _ready_databases
+
+
+def _on_orm_execute(state: ORMExecuteState):
+    if not state.is_delete:
+        return None
+    table_name = getattr(state.statement.table, "name", None)
+    if table_name not in {"message", "flow"}:
+        return None
+    connection = state.session.connection()
+    if not _state_table_exists(connection):
+        return None
+    if table_name == "message":
+        return _delete_messages(state, connection)
+    return _delete_flows(state, connection)
+
+
+def _delete_messages(state: ORMExecuteState, connection: Connection):
+    """Note the oldest deleted message of each chat, delete, then drop the summaries that held them."""
+    where = state.statement.whereclause
+    touched = select(MESSAGE.c.flow_id, MESSAGE.c.user_id, MESSAGE.c.session_id, func.min(MESSAGE.c.timestamp))
+    if where is not None:
+        touched = touched.where(where)
+    touched = touched.group_by(MESSAGE.c.flow_id, MESSAGE.c.user_id, MESSAGE.c.session_id)
+    oldest_removed = {(f, u, s): ts for f, u, s, ts in connection.execute(touched) if f is not None and u is not None}
+    result = state.invoke_statement()
+    _drop_stale_summaries(connection, oldest_removed)
+    return result
+
+
+def _delete_flows(state: ORMExecuteState, connection: Connection):
+    flow_table = state.statement.table
+    where = state.statement.whereclause
+    flow_ids = select(flow_table.c.id) if where is None else select(flow_table.c.id).where(where)
+    ids = list(connection.execute(flow_ids).scalars())
+    result = state.invoke_statement()
+    for start in range(0, len(ids), KEYS_PER_STATEMENT):
+        connection.execute(delete(STATE).where(STATE.c.flow_id.in_(ids[start : start + KEYS_PER_STATEMENT])))
+    return result
+
+
+def _chat(flow_id: UUID, owner_id: UUID, session_id: str):
+    return and_(STATE.c.flow_id == flow_id, STATE.c.owner_id == owner_id, STATE.c.session_id == session_id)
+
+
+def _no_message_left():
+    return ~exists().where(
+        MESSAGE.c.flow_id == STATE.c.flow_id,
+        MESSAGE.c.user_id == STATE.c.owner_id,
+        MESSAGE.c.session_id == STATE.c.session_id,
+    )
+
+
+def _drop_stale_summaries(connection: Connection, oldest_changed: dict[tuple, datetime]) -> None:
+    """Delete rows whose folded range holds a changed message (at or before the cursor) or that lost every message."""
+    conditions = [
+        and_(_chat(*chat), or_(STATE.c.cursor_timestamp >= oldest, _no_message_left()))
+        for chat, oldest in oldest_changed.items()
+    ]
+    for start in range(0, len(conditions), KEYS_PER_STATEMENT):
+        connection.execute(delete(STATE).where(or_(*conditions[start : start + KEYS_PER_STATEMENT])))
+
+
+def _on_after_flush(session: Session, _flush_context) -> None:
+    """Renames, edits and single deletes of messages, seen once per flush rather than per row."""
+    renamed: set[tuple] = set()
+    oldest_changed: dict[tuple, datetime] = {}
+    for message in (*session.dirty, *session.deleted):
+        if not isinstance(message, MessageTable) or message.flow_id is None or message.user_id is None:
+            continue
+        attributes = inspect(message).attrs
+        old_session_id = attributes.session_id.history.deleted
+        if old_session_id and old_session_id[0] != message.session_id:
+            renamed.add((message.flow_id, message.user_id, old_session_id[0], message.session_id))
+        if message in session.deleted or attributes.text.history.has_changes():
+            chat = (message.flow_id, message.user_id, message.session_id)
+            oldest_changed[chat] = min(message.timestamp, oldest_changed.get(chat, message.timestamp))
+    if not renamed and not oldest_changed:
+        return
+    connection = session.connection()
+    if not _state_table_exists(connection):
+        return
+    for flow_id, owner_id, old, new in renamed:
+        _rename(connection, flow_id, owner_id, old, new)
+    _drop_stale_summaries(connection, oldest_changed)
+
+
+def _rename(connection: Connection, flow_id: UUID, owner_id: UUID, old: str, new: str) -> None:
+    """Move a chat's rows to its new session id; where the new id already has a row, that one stays."""
+    target = STATE.alias("target")
+    taken = exists().where(
+        target.c.flow_id == STATE.c.flow_id,
+        target.c.owner_id == STATE.c.owner_id,
+        target.c.context_id == STATE.c.context_id,
+        target.c.session_id == new,
+    )
+    connection.execute(delete(STATE).where(_chat(flow_id, owner_id, old), taken))
+    connection.execute(update(STATE).where(_chat(flow_id, owner_id, old)).values(session_id=new))
+
+
+async def sweep(sessions) -> int:
+    """Delete every orphaned row, one bounded batch per transaction; returns how many went."""
+    removed = 0
+    while True:
+        async with sessions() as session:
+            batch = await store.sweep_orphans(session)
+            await session.commit()
+        removed += batch
+        if batch < store.SWEEP_BATCH:
+            return removed

@@ -1,0 +1,148 @@
+"""Cleanup listeners on SQLite and PostgreSQL: Langflow's own ORM statements, our rows in step."""
+
+import uuid
+
+import pytest
+from langflow.services.database.models.message.model import MessageTable
+from sqlalchemy import delete, select, text
+
+from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners, sweep
+from langflow_session_memory.services.session_memory.messages import cursor_of
+from langflow_session_memory.services.session_memory.model import SessionKey, SessionState
+from tests.chat import chat_rows, store_rows
+
+
+@pytest.fixture(autouse=True)
+def listeners():
+    install_cleanup_listeners()
+
+
+def new_key(session_id: str = "New Session 0", **parts) -> SessionKey:
+    return SessionKey(**{"flow_id": uuid.uuid4(), "owner_id": uuid.uuid4(), "session_id": session_id, **parts})
+
+
+async def folded_chat(sessions, key: SessionKey, total: int = 30, folded: int = 20) -> list[MessageTable]:
+    """``total`` stored messages, the first ``folded`` of them covered by a summary row."""
+    rows = await store_rows(sessions, chat_rows(key, total))
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        summary = SessionState(key, summary="notes", cursor=cursor_of(rows[folded - 1]), folded_count=folded)
+        assert await store.compare_and_swap(session, seen, summary)
+    return rows
+
+
+async def state_of(sessions, key: SessionKey) -> SessionState | None:
+    async with sessions() as session:
+        return await store.load(session, key)
+
+
+async def delete_messages(sessions, rows) -> None:
+    """Langflow's bulk delete by ids (``delete_messages_for_user``)."""
+    async with sessions.begin() as session:
+        ids = [row.id for row in rows]
+        await session.execute(
+            delete(MessageTable).where(MessageTable.id.in_(ids)).execution_options(synchronize_session="fetch")
+        )
+
+
+async def test_deleting_a_folded_message_drops_the_summary(sessions):
+    key = new_key()
+    rows = await folded_chat(sessions, key)
+    await delete_messages(sessions, [rows[3]])
+    assert await state_of(sessions, key) is None
+
+
+async def test_deleting_unfolded_messages_keeps_the_summary(sessions):
+    key = new_key()
+    rows = await folded_chat(sessions, key)
+    await delete_messages(sessions, rows[25:])
+    assert (await state_of(sessions, key)).summary == "notes"
+
+
+async def test_deleting_the_whole_session_removes_a_row_without_summary(sessions):
+    key = new_key()
+    rows = await store_rows(sessions, chat_rows(key, 5))
+    async with sessions.begin() as session:
+        await store.pause(session, key, rows[0].timestamp, "model error: could quote the user")
+    await delete_messages(sessions, rows)
+    assert await state_of(sessions, key) is None
+
+
+async def test_deleting_one_flows_session_leaves_other_flows_and_owners_alone(sessions):
+    mine, other_flow, other_owner = new_key(), new_key(), new_key()
+    other_owner = SessionKey(mine.flow_id, other_owner.owner_id, mine.session_id)
+    rows = await folded_chat(sessions, mine)
+    for key in (other_flow, other_owner):
+        await folded_chat(sessions, key)
+    await delete_messages(sessions, rows)
+    assert await state_of(sessions, mine) is None
+    assert await state_of(sessions, other_flow) is not None
+    assert await state_of(sessions, other_owner) is not None
+
+
+async def test_renamed_session_carries_its_summary(sessions):
+    key = new_key()
+    await folded_chat(sessions, key)
+    async with sessions.begin() as session:
+        messages = (await session.execute(select(MessageTable).where(MessageTable.flow_id == key.flow_id))).scalars()
+        for message in messages:
+            message.session_id = "renamed"
+    assert await state_of(sessions, key) is None
+    moved = await state_of(sessions, SessionKey(key.flow_id, key.owner_id, "renamed"))
+    assert (moved.summary, moved.folded_count) == ("notes", 20)
+
+
+async def test_renaming_onto_a_session_with_its_own_summary_keeps_that_one(sessions):
+    key = new_key()
+    target = SessionKey(key.flow_id, key.owner_id, "existing")
+    await folded_chat(sessions, key)
+    await folded_chat(sessions, target)
+    async with sessions.begin() as session:
+        messages = (
+            await session.execute(select(MessageTable).where(MessageTable.session_id == key.session_id))
+        ).scalars()
+        for message in messages:
+            if message.flow_id == key.flow_id:
+                message.session_id = "existing"
+    assert await state_of(sessions, key) is None
+    assert (await state_of(sessions, target)).folded_count == 20
+
+
+async def test_editing_a_folded_message_drops_the_summary(sessions):
+    key = new_key()
+    rows = await folded_chat(sessions, key)
+    async with sessions.begin() as session:
+        message = await session.get(MessageTable, rows[5].id)
+        message.text = "I take that back"
+    assert await state_of(sessions, key) is None
+
+
+async def test_editing_an_unfolded_message_keeps_the_summary(sessions):
+    key = new_key()
+    rows = await folded_chat(sessions, key)
+    async with sessions.begin() as session:
+        message = await session.get(MessageTable, rows[25].id)
+        message.text = "a later correction"
+    assert await state_of(sessions, key) is not None
+
+
+async def test_single_object_delete_of_a_folded_message_drops_the_summary(sessions):
+    key = new_key()
+    rows = await folded_chat(sessions, key)
+    async with sessions.begin() as session:
+        await session.delete(await session.get(MessageTable, rows[0].id))
+    assert await state_of(sessions, key) is None
+
+
+async def test_raw_sql_delete_leaves_an_orphan_that_the_sweep_removes(sessions):
+    key, alive = new_key(), new_key("Another session")
+    await folded_chat(sessions, key)
+    await folded_chat(sessions, alive)
+    async with sessions.begin() as session:
+        await session.execute(text("DELETE FROM message WHERE session_id = :s"), {"s": key.session_id})
+    assert await state_of(sessions, key) is not None  # nothing saw that delete
+
+    assert await sweep(sessions) >= 1
+    assert await state_of(sessions, key) is None
+    assert await state_of(sessions, alive) is not None
