@@ -50,10 +50,6 @@ class ScriptedChatModel(BaseChatModel):
     temperatures: list = Field(default_factory=list)
     temperature: float = 0.7
 
-    def __call__(self) -> "ScriptedChatModel":
-        """Be its own factory: the service asks for the Agent's model only when it folds."""
-        return self
-
     @property
     def _llm_type(self) -> str:
         return "scripted"

@@ -268,3 +268,60 @@ async def test_turns_without_a_stored_input_are_not_taken_for_retries(service, s
     await store_rows(sessions, chat_rows(key, 20, first=20 + WINDOW))
     second = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
     assert (len(model.calls), second.folded) == (2, 20)
+
+
+def with_pasted_log(key, *, usage: dict | None = None):
+    """Ten messages, the third a ~6,000-character pasted log; the newest answer optionally carries usage."""
+    rows = chat_rows(key, WINDOW)
+    rows[2].text = "Here is the log:\n" + "2026-01-01 12:00:00 ERROR worker-7 connection reset by peer\n" * 100
+    if usage:
+        rows[-2].properties = {**rows[-2].properties, "usage": usage}
+    return rows
+
+
+async def test_reported_size_over_80_percent_folds_the_window_early(service, sessions, key):
+    rows = await store_rows(sessions, with_pasted_log(key, usage={"input_tokens": 2900, "output_tokens": 100}))
+    model = ScriptedChatModel()
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id, context_window=3600), model)
+
+    assert len(model.calls) == 1
+    assert [line.split()[2] for line in model.batch_texts(0)[:1]] == ["0"]
+    assert len(model.batch_texts(0)) >= 4  # the log line and the messages before it, as one partial batch
+    raw = [m.text for m in history.messages if m.text.startswith("message ")]
+    assert raw == [r.text for r in rows[4:-1]]
+    assert (await row(sessions, key)).cursor.message_id == rows[3].id
+
+
+async def test_without_reported_usage_the_estimate_triggers_the_early_fold(service, sessions, key):
+    rows = await store_rows(sessions, with_pasted_log(key))
+    model = ScriptedChatModel()
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id, context_window=1800), model)
+    assert len(model.calls) == 1
+    assert not any("connection reset" in m.text for m in history.messages[2:])
+    assert history.folded == 4
+
+
+async def test_within_the_window_budget_nothing_folds_early(service, sessions, key):
+    rows = await store_rows(sessions, with_pasted_log(key, usage={"input_tokens": 1000, "output_tokens": 10}))
+    model = ScriptedChatModel()
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id, context_window=128_000), model)
+    assert model.calls == []
+    assert len(history.messages) == WINDOW - 1
+
+
+async def test_messages_folded_early_are_not_sent_raw_again(service, sessions, key):
+    rows = await store_rows(sessions, with_pasted_log(key))
+    await service.build_history(Turn(key, WINDOW, rows[-1].id, context_window=1800), ScriptedChatModel())
+    later = ScriptedChatModel()
+    history = await service.build_history(Turn(key, WINDOW, uuid.uuid4(), context_window=1_000_000), later)
+    assert later.calls == []
+    assert [m.text for m in history.messages if m.text.startswith("message ")] == [r.text for r in rows[4:]]
+
+
+async def test_compaction_folds_everything_before_the_input_and_sends_the_summary_alone(service, sessions, key):
+    rows = await store_rows(sessions, with_pasted_log(key))
+    model = ScriptedChatModel()
+    history = await service.compact(Turn(key, WINDOW, rows[-1].id), model)
+    assert len(model.batch_texts(0)) == WINDOW - 1
+    assert [m.text for m in history.messages][1:] == [SUMMARY_ACKNOWLEDGEMENT]
+    assert (await row(sessions, key)).folded_count == WINDOW - 1

@@ -1,7 +1,12 @@
 from lfx.components.models_and_agents.agent import AgentComponent
-from lfx.io import BoolInput
+from lfx.io import BoolInput, IntInput
 
-from langflow_session_memory.services.session_memory.agent_history import add_fold_usage, history_with_memory
+from langflow_session_memory.services.session_memory.agent_history import (
+    add_fold_usage,
+    agent_model,
+    history_with_memory,
+    run_with_context_recovery,
+)
 
 
 class SessionMemoryAgentComponent(AgentComponent):
@@ -30,7 +35,24 @@ class SessionMemoryAgentComponent(AgentComponent):
                 "usage. Off: exactly the stock Agent."
             ),
         ),
+        IntInput(
+            name="context_window_tokens",
+            display_name="Context Window (tokens)",
+            advanced=True,
+            value=0,
+            info=(
+                "With Summarize Older Messages on: the model's context window. When the last turn used more than 80% "
+                "of it, older messages of the history are folded early; when the provider still answers 'prompt too "
+                "long', the turn is retried once with the summary alone. 0 = the window LangChain knows for the model."
+            ),
+        ),
     ]
+
+    def _get_llm(self):
+        llm = super()._get_llm()
+        if not self.summarize_older_messages:
+            return llm
+        return agent_model(self, llm)
 
     async def get_memory_data(self):
         if not self.summarize_older_messages:
@@ -38,7 +60,7 @@ class SessionMemoryAgentComponent(AgentComponent):
         return await history_with_memory(self, stock=super().get_memory_data)
 
     async def run_agent(self, agent):
-        result = await super().run_agent(agent)
         if not self.summarize_older_messages:
-            return result
+            return await super().run_agent(agent)
+        result = await run_with_context_recovery(self, agent, super().run_agent)
         return await add_fold_usage(self, result)

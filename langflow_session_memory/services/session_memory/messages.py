@@ -41,6 +41,11 @@ def _before(cursor: Cursor):
     )
 
 
+def is_after(message: MessageTable, cursor: Cursor | None) -> bool:
+    """Whether a loaded row lies after the fold cursor (the summary does not cover it)."""
+    return cursor is None or (message.timestamp, message.id) > (cursor.timestamp, cursor.message_id)
+
+
 def cursor_of(message: MessageTable) -> Cursor:
     return Cursor(timestamp=message.timestamp, message_id=message.id)
 

@@ -4,6 +4,7 @@ No I/O here, so every rule can be property-tested. Messages are anything with
 ``timestamp`` and ``id``; order is ``(timestamp, id)`` everywhere.
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -58,12 +59,36 @@ def plan_fold(
     paused: bool,
     batch_size: int = FOLD_BATCH_SIZE,
     max_batches: int = MAX_BATCHES_PER_TURN,
+    fold_all: bool = False,
 ) -> FoldPlan[T]:
-    """Plan one turn for ``gap``: the unfolded messages older than the window, ascending, as read.
+    """Plan one turn for ``gap``: the unfolded messages older than the raw part, ascending, as read.
 
-    ``gap`` holds at most :func:`gap_fetch_limit` messages. Full batches only; at most
-    ``max_batches``; none while the key is paused.
+    Normally ``gap`` holds at most :func:`gap_fetch_limit` messages and only full batches
+    are folded. ``fold_all`` is for a prompt that no longer fits the model's context: the
+    last batch may be partial and nothing of the gap is sent raw. At most ``max_batches``
+    either way; none while the key is paused.
     """
-    batch_count = 0 if paused else min(len(gap) // batch_size, max_batches)
+    if fold_all:
+        batch_count = 0 if paused else min(math.ceil(len(gap) / batch_size), max_batches)
+    else:
+        batch_count = 0 if paused else min(len(gap) // batch_size, max_batches)
     batches = tuple(tuple(gap[i * batch_size : (i + 1) * batch_size]) for i in range(batch_count))
-    return FoldPlan(batches=batches, raw_gap=unfolded_tail(gap, batch_count * batch_size, batch_size))
+    raw_gap = () if fold_all else unfolded_tail(gap, batch_count * batch_size, batch_size)
+    return FoldPlan(batches=batches, raw_gap=raw_gap)
+
+
+def raw_window_start(sizes: Sequence[int], opens_turn: Sequence[bool], budget: int) -> int:
+    """Where the raw part of the window must start to fit ``budget`` tokens.
+
+    The longest suffix of the window whose sizes fit, moved forward to a message that
+    opens a turn (a user message) so the model never sees an answer without its question.
+    Returns ``len(sizes)`` when not even the newest turn fits.
+    """
+    start, total = len(sizes), 0
+    for index in range(len(sizes) - 1, -1, -1):
+        total += sizes[index]
+        if total > budget:
+            break
+        if opens_turn[index]:
+            start = index
+    return start

@@ -21,13 +21,14 @@ from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_USER
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from langflow_session_memory.services.session_memory import messages, store, summarizer
+from langflow_session_memory.services.session_memory import context_size, messages, store, summarizer
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionState, utc_now
 from langflow_session_memory.services.session_memory.planner import (
     FOLD_BATCH_SIZE,
     MAX_BATCHES_PER_TURN,
     gap_fetch_limit,
     plan_fold,
+    raw_window_start,
     unfolded_tail,
 )
 
@@ -40,17 +41,24 @@ SUMMARY_FRAME = (
 )
 SUMMARY_ACKNOWLEDGEMENT = "Understood. I will use these notes as context for the rest of the conversation."
 
+COMPACTION_MAX_BATCHES = 10
+
 SessionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
-ChatModelFactory = Callable[[], BaseChatModel]
 
 
 @dataclass(frozen=True)
 class Turn:
-    """One Agent turn: whose history, how many raw messages, and the stored input message."""
+    """One Agent turn: whose history, how many raw messages, and the stored input message.
+
+    ``context_window`` (tokens, None when unknown) and ``fixed_tokens`` (the estimated
+    system prompt and input) let a turn that would not fit fold early.
+    """
 
     key: SessionKey
     n_messages: int
     input_message_id: UUID | None
+    context_window: int | None = None
+    fixed_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -84,18 +92,18 @@ class SessionMemoryService:
     fold_timeout: float = summarizer.FOLD_TIMEOUT_SECONDS
     _turns: OrderedDict = field(default_factory=OrderedDict, repr=False)
 
-    async def build_history(self, turn: Turn, llm: ChatModelFactory) -> History:
+    async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
         """The history for ``turn``; the same result again if the Agent retries the turn.
 
-        ``llm`` builds the Agent's model; it is called only when a fold is due. A turn is
-        recognised by its stored input message; without one it cannot be told from the next.
+        A turn is recognised by its stored input message; without one it cannot be told
+        from the next, so it is not remembered.
         """
         if turn.n_messages <= 0:
             return History(messages=[])
         remembered = self._turns.get((turn.key, turn.input_message_id))
         if remembered is not None:
             return remembered
-        history = await self._build(turn, llm)
+        history = await self._build(turn, llm, compact=False)
         if turn.input_message_id is None:
             return history
         self._turns[(turn.key, turn.input_message_id)] = history
@@ -103,21 +111,34 @@ class SessionMemoryService:
             self._turns.popitem(last=False)
         return history
 
-    async def _build(self, turn: Turn, llm: ChatModelFactory) -> History:
+    async def compact(self, turn: Turn, llm: BaseChatModel) -> History:
+        """The history after the provider refused the prompt as too long: the summary alone.
+
+        Everything stored before the input is folded first (several batches, the last
+        one partial); what does not fold is left out of this retry, not lost.
+        """
+        return await self._build(turn, llm, compact=True)
+
+    async def _build(self, turn: Turn, llm: BaseChatModel, *, compact: bool) -> History:
         window, state, gap = await self._read(turn)
+        visible = [row for row in window if row.id != turn.input_message_id and messages.is_after(row, state.cursor)]
+        overflow = visible if compact else self._overflow(turn, state, window, visible)
+        gap_is_complete = len(gap) < gap_fetch_limit(self.batch_size, self.max_batches)
         plan = plan_fold(
-            gap, paused=state.is_paused(self.clock()), batch_size=self.batch_size, max_batches=self.max_batches
+            [*gap, *overflow] if overflow and gap_is_complete else gap,
+            paused=state.is_paused(self.clock()),
+            batch_size=self.batch_size,
+            max_batches=COMPACTION_MAX_BATCHES if compact else self.max_batches,
+            fold_all=bool(overflow),
         )
-        if plan.batches:
-            outcome = await self._fold_batches(state, plan.batches, llm())
-        else:
-            outcome = _FoldOutcome(state=state)
-        if outcome.lost_race:
+        outcome = await self._fold_batches(state, plan.batches, llm) if plan.batches else _FoldOutcome(state=state)
+        if overflow:
+            raw = ()
+        elif outcome.lost_race:
             raw = await self._raw_after(turn, outcome.state, window)
         else:
             raw = unfolded_tail(gap, outcome.folded, self.batch_size)
-        visible = [row for row in window if row.id != turn.input_message_id]
-        history_rows = [*raw, *visible]
+        history_rows = [*raw, *visible[len(overflow) :]]
         history = [
             *summary_messages(outcome.state.summary, history_rows),
             *[await _to_message(r) for r in history_rows],
@@ -129,6 +150,32 @@ class SessionMemoryService:
             input_tokens=outcome.input_tokens,
             output_tokens=outcome.output_tokens,
         )
+
+    def _overflow(
+        self, turn: Turn, state: SessionState, window: list[MessageTable], visible: list[MessageTable]
+    ) -> list[MessageTable]:
+        """The oldest raw messages that must be folded now because the prompt nears the context window."""
+        if not turn.context_window or not visible:
+            return []
+        size = context_size.reported_size(window) or (
+            turn.fixed_tokens
+            + context_size.estimate_tokens(state.summary)
+            + context_size.estimated_size(row.text for row in visible)
+        )
+        if size <= context_size.EARLY_FOLD_RATIO * turn.context_window:
+            return []
+        budget = int(context_size.TARGET_RATIO * turn.context_window) - turn.fixed_tokens
+        start = raw_window_start(
+            [context_size.estimate_tokens(row.text) for row in visible],
+            [row.sender == MESSAGE_SENDER_USER for row in visible],
+            budget - context_size.SUMMARY_RESERVE_TOKENS,
+        )
+        size_after = turn.fixed_tokens + context_size.estimated_size(row.text for row in visible[start:])
+        logger.info(
+            f"session_context_early_fold size_before={size} size_after={size_after} "
+            f"context_window={turn.context_window} folded_from_window={start} session_id={turn.key.session_id!r}"
+        )
+        return visible[:start]
 
     async def _read(self, turn: Turn) -> tuple[list[MessageTable], SessionState, list[MessageTable]]:
         """Window, state and the bounded gap; a folded range that changed is reset first."""

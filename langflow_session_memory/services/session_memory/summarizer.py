@@ -17,6 +17,8 @@ FOLD_TIMEOUT_SECONDS = 60.0
 # Lets the bundled test server recognise a fold request; a real model reads it as a tag.
 SUMMARY_REQUEST_MARKER = "SESSION-MEMORY-SUMMARY-REQUEST"
 SECTION_HEADINGS = ("Key facts", "Conversation so far")
+# A pasted log or a tool dump must not make the fold request itself overflow the context.
+MAX_CHARACTERS_PER_MESSAGE = 4000
 _HEADING_WORDS = sum(len(heading.split()) for heading in SECTION_HEADINGS)
 
 SUMMARY_INSTRUCTIONS = f"""[{SUMMARY_REQUEST_MARKER}]
@@ -62,8 +64,14 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
+def _clipped(text: str) -> str:
+    if len(text) <= MAX_CHARACTERS_PER_MESSAGE:
+        return text
+    return f"{text[:MAX_CHARACTERS_PER_MESSAGE]} [... {len(text) - MAX_CHARACTERS_PER_MESSAGE} more characters]"
+
+
 def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
-    transcript = "\n".join(f"{line.role}: {line.text}" for line in batch)
+    transcript = "\n".join(f"{line.role}: {_clipped(line.text)}" for line in batch)
     notes = previous_summary or "(none yet)"
     return [
         SystemMessage(content=SUMMARY_INSTRUCTIONS),
