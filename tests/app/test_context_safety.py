@@ -41,7 +41,9 @@ def test_a_message_too_long_for_any_compaction_gets_one_clear_answer_and_no_retr
         before = len(fake_model.requests())
         response = langflow.run(flow_id, "x " * 5000, session_id=session_id, tweaks=on, check=False)
         attempts = [r for r in fake_model.requests()[before:] if r["kind"] == "chat"]
+        before = len(fake_model.requests())
         after = langflow.run(flow_id, "Which cluster were we on?", session_id=session_id, tweaks=on, check=False)
+        next_turn = [r["status"] for r in fake_model.requests()[before:] if r["kind"] == "chat"]
     finally:
         fake_model.config.context_limit_tokens = None
 
@@ -50,3 +52,4 @@ def test_a_message_too_long_for_any_compaction_gets_one_clear_answer_and_no_retr
     assert "Traceback" not in response.text
     assert len(attempts) == 1
     assert after.status_code == 200
+    assert next_turn == [200]  # the stored oversized message is folded early, not sent and refused again

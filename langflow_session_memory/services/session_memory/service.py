@@ -157,11 +157,13 @@ class SessionMemoryService:
         """The oldest raw messages that must be folded now because the prompt nears the context window."""
         if not turn.context_window or not visible:
             return []
-        size = context_size.reported_size(window) or (
+        estimate = (
             turn.fixed_tokens
             + context_size.estimate_tokens(state.summary)
             + context_size.estimated_size(row.text for row in visible)
         )
+        # The provider's figure is exact but a turn old; the estimate sees a message stored since.
+        size = max(context_size.reported_size(window) or 0, estimate)
         if size <= context_size.EARLY_FOLD_RATIO * turn.context_window:
             return []
         budget = int(context_size.TARGET_RATIO * turn.context_window) - turn.fixed_tokens
