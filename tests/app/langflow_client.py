@@ -64,11 +64,13 @@ class LangflowClient:
         tweaks: dict | None = None,
         stream: bool = False,
         check: bool = True,
+        headers: dict | None = None,
     ):
+        """``POST /api/v1/run`` with this client's API key; ``headers`` add to or replace it."""
         response = self.http.post(
             f"/api/v1/run/{flow_id}",
             params={"stream": str(stream).lower()},
-            headers={"x-api-key": self.api_key},
+            headers={"x-api-key": self.api_key, **(headers or {})},
             json={
                 "input_value": text_,
                 "input_type": "chat",

@@ -94,20 +94,9 @@ def run_as_end_user(
     langflow: LangflowClient, flow_id: str, text_: str, *, end_user_id: str, session_id: str, tweaks=None
 ):
     """``POST /api/v1/run`` as the gateway would send it: the API key plus the trusted end-user header."""
-    response = langflow.http.post(
-        f"/api/v1/run/{flow_id}",
-        params={"stream": "false"},
-        headers={"x-api-key": langflow.api_key, END_USER_HEADER: end_user_id},
-        json={
-            "input_value": text_,
-            "input_type": "chat",
-            "output_type": "chat",
-            "session_id": session_id,
-            "tweaks": tweaks or {},
-        },
-    )
-    assert response.status_code == 200, response.text
-    return response.json()
+    return langflow.run(
+        flow_id, text_, session_id=session_id, tweaks=tweaks, headers={END_USER_HEADER: end_user_id}
+    ).json()
 
 
 class Builder:
@@ -146,20 +135,9 @@ class Builder:
             self.langflow.http.headers["Authorization"] = saved
 
     def run(self, flow_id: str, text_: str, *, session_id: str, tweaks=None):
-        response = self.langflow.http.post(
-            f"/api/v1/run/{flow_id}",
-            params={"stream": "false"},
-            headers={"x-api-key": self.api_key},
-            json={
-                "input_value": text_,
-                "input_type": "chat",
-                "output_type": "chat",
-                "session_id": session_id,
-                "tweaks": tweaks or {},
-            },
-        )
-        assert response.status_code == 200, response.text
-        return response.json()
+        return self.langflow.run(
+            flow_id, text_, session_id=session_id, tweaks=tweaks, headers={"x-api-key": self.api_key}
+        ).json()
 
 
 def make_public(langflow: LangflowClient, flow_id: str) -> None:
