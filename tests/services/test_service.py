@@ -210,20 +210,19 @@ async def test_tied_timestamps_lose_and_duplicate_nothing(service, sessions, key
 
 
 async def test_message_arriving_behind_the_cursor_is_refolded_not_lost(service, sessions, key, captured_logs):
-    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    _, turn = await seed(sessions, key, 20 + WINDOW)
     await service.build_history(turn, ScriptedChatModel())
     late = chat_rows(key, 1, first=5)[0]
     late.id, late.text = uuid.uuid4(), "message late says fact-late arrived behind the cursor"
-    await store_rows(sessions, [late])
+    await store_rows(sessions, [late, *chat_rows(key, 20, first=20 + WINDOW)])  # and 20 more: a fold is due
 
     model = ScriptedChatModel()
     await service.build_history(Turn(key, WINDOW, uuid.uuid4()), model)
-    logs = captured_logs
 
-    assert any(log["event"].startswith("session_summary_reset") for log in logs)
+    assert any(log["event"].startswith("session_summary_reset") for log in captured_logs)
     assert any("fact-late" in line for line in model.batch_texts(0))
     assert "Current notes:\n(none yet)" in model.calls[0][-1].content
-    assert (await row(sessions, key)).folded_count == 20  # 21 older messages: one batch, one sent raw
+    assert (await row(sessions, key)).folded_count == 40  # 41 older messages: two batches, one sent raw
 
 
 @pytest.mark.parametrize("stored", [100, 10_000])
@@ -251,8 +250,8 @@ async def test_a_turn_without_a_fold_issues_a_constant_number_of_statements(sess
         event.remove(engine, "before_cursor_execute", listener)
 
     assert len(history.messages) == 1 + 5 + WINDOW - 1  # notes (the raw gap opens with a Machine message)
-    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 4  # stock window query + 3
-    assert len(statements) == 4
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 3  # stock window query + 2
+    assert len(statements) == 3
 
 
 def _cursor(message):

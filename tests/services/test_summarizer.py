@@ -36,6 +36,14 @@ def test_bad_summaries_are_rejected(candidate, reason):
         validate_summary(candidate, previous_summary="", batch=BATCH)
 
 
+def test_notes_about_errors_the_users_discussed_are_accepted():
+    notes = (
+        "Key facts:\n- the API returns an internal server error under load\n- I am sorry-proofing the rate limit"
+        "\nConversation so far:\n- users hit the rate limit at 100 requests per second"
+    )
+    assert validate_summary(notes, previous_summary="", batch=BATCH) == notes
+
+
 def test_summary_larger_than_what_it_replaces_is_rejected():
     tiny_batch = [ChatLine("User", "hi"), ChatLine("Machine", "hello")]
     with pytest.raises(SummaryRejectedError, match="more than the 2 it replaces"):

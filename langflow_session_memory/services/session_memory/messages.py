@@ -28,16 +28,24 @@ def _scope(key: SessionKey):
 
 
 def _after(cursor: Cursor):
-    return or_(
-        _columns.timestamp > cursor.timestamp,
-        and_(_columns.timestamp == cursor.timestamp, _columns.id > cursor.message_id),
+    """``(timestamp, id) > cursor``; the plain ``>=`` on timestamp lets SQLite seek the index range."""
+    return and_(
+        _columns.timestamp >= cursor.timestamp,
+        or_(
+            _columns.timestamp > cursor.timestamp,
+            and_(_columns.timestamp == cursor.timestamp, _columns.id > cursor.message_id),
+        ),
     )
 
 
 def _before(cursor: Cursor):
-    return or_(
-        _columns.timestamp < cursor.timestamp,
-        and_(_columns.timestamp == cursor.timestamp, _columns.id < cursor.message_id),
+    """``(timestamp, id) < cursor``, with the same sargable bound."""
+    return and_(
+        _columns.timestamp <= cursor.timestamp,
+        or_(
+            _columns.timestamp < cursor.timestamp,
+            and_(_columns.timestamp == cursor.timestamp, _columns.id < cursor.message_id),
+        ),
     )
 
 

@@ -26,6 +26,7 @@ from langflow_session_memory.services.session_memory.model import SessionKey, Se
 from langflow_session_memory.services.session_memory.planner import (
     FOLD_BATCH_SIZE,
     MAX_BATCHES_PER_TURN,
+    FoldPlan,
     gap_fetch_limit,
     plan_fold,
     raw_window_start,
@@ -121,16 +122,12 @@ class SessionMemoryService:
 
     async def _build(self, turn: Turn, llm: BaseChatModel, *, compact: bool) -> History:
         window, state, gap = await self._read(turn)
-        visible = [row for row in window if row.id != turn.input_message_id and messages.is_after(row, state.cursor)]
-        overflow = visible if compact else self._overflow(turn, state, window, visible)
-        gap_is_complete = len(gap) < gap_fetch_limit(self.batch_size, self.max_batches)
-        plan = plan_fold(
-            [*gap, *overflow] if overflow and gap_is_complete else gap,
-            paused=state.is_paused(self.clock()),
-            batch_size=self.batch_size,
-            max_batches=COMPACTION_MAX_BATCHES if compact else self.max_batches,
-            fold_all=bool(overflow),
-        )
+        visible, overflow, plan = self._plan(turn, window, state, gap, compact=compact)
+        if plan.batches and state.cursor is not None and await self._folded_range_changed(turn, state):
+            state = await self._reset(state)
+            async with self.sessions() as session:
+                gap = await self._gap(session, turn, state, window)
+            visible, overflow, plan = self._plan(turn, window, state, gap, compact=compact)
         outcome = await self._fold_batches(state, plan.batches, llm) if plan.batches else _FoldOutcome(state=state)
         if overflow:
             raw = ()
@@ -150,6 +147,22 @@ class SessionMemoryService:
             input_tokens=outcome.input_tokens,
             output_tokens=outcome.output_tokens,
         )
+
+    def _plan(
+        self, turn: Turn, window: list[MessageTable], state: SessionState, gap: list[MessageTable], *, compact: bool
+    ) -> tuple[list[MessageTable], list[MessageTable], FoldPlan]:
+        """The raw window (what the summary does not cover), its part to fold early, and the fold plan."""
+        visible = [row for row in window if row.id != turn.input_message_id and messages.is_after(row, state.cursor)]
+        overflow = visible if compact else self._overflow(turn, state, window, visible)
+        gap_is_complete = len(gap) < gap_fetch_limit(self.batch_size, self.max_batches)
+        plan = plan_fold(
+            [*gap, *overflow] if overflow and gap_is_complete else gap,
+            paused=state.is_paused(self.clock()),
+            batch_size=self.batch_size,
+            max_batches=COMPACTION_MAX_BATCHES if compact else self.max_batches,
+            fold_all=bool(overflow),
+        )
+        return visible, overflow, plan
 
     def _overflow(
         self, turn: Turn, state: SessionState, window: list[MessageTable], visible: list[MessageTable]
@@ -180,18 +193,21 @@ class SessionMemoryService:
         return visible[:start]
 
     async def _read(self, turn: Turn) -> tuple[list[MessageTable], SessionState, list[MessageTable]]:
-        """Window, state and the bounded gap; a folded range that changed is reset first."""
+        """Window, state and the bounded gap: three indexed reads, whatever the session's length."""
         async with self.sessions() as session:
             window = await messages.newest(session, turn.key, turn.n_messages)
             state = await store.load(session, turn.key) or SessionState(key=turn.key)
-            changed = state.cursor is not None and (
-                await messages.count_through(session, turn.key, state.cursor) != state.folded_count
-            )
-            if not changed:
-                return window, state, await self._gap(session, turn, state, window)
-        state = await self._reset(state)
-        async with self.sessions() as session:
             return window, state, await self._gap(session, turn, state, window)
+
+    async def _folded_range_changed(self, turn: Turn, state: SessionState) -> bool:
+        """Whether messages were added behind the cursor or removed from the folded range.
+
+        Counting grows with the folded part of the session, so it runs only on turns that
+        fold (about one in ten): a late message is then folded in at most one batch later,
+        never lost. Deletions and edits are handled at once by the cleanup listeners.
+        """
+        async with self.sessions() as session:
+            return await messages.count_through(session, turn.key, state.cursor) != state.folded_count
 
     async def _gap(
         self, session: AsyncSession, turn: Turn, state: SessionState, window: list[MessageTable]

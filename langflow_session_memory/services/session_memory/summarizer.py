@@ -34,9 +34,11 @@ Key facts:
 Conversation so far:
 - a few short lines on what was discussed, oldest first"""
 
+# Anchored at the start: an error or a refusal is the whole answer, while notes may well
+# mention "rate limits" or an "internal server error" the users talked about.
 _ERROR_TEXT = re.compile(
-    r"^\s*(error|exception|traceback)\b|error generating summary|internal server error|rate limit"
-    r"|\bI(?:'m| am) (?:sorry|unable)|\bI can(?:not|'t) (?:help|assist|summari[sz]e)",
+    r"^\s*(?:error|exception|traceback|internal server error|rate limit"
+    r"|I(?:'m| am) (?:sorry|unable)|I can(?:not|'t) (?:help|assist|summari[sz]e))\b",
     re.IGNORECASE,
 )
 
