@@ -50,3 +50,17 @@ backend: migrate
 
 run: migrate
 	$(LANGFLOW_ENV) $(BIN)/langflow run --host $(HOST) --port $(PORT)
+
+# The demo and the benchmarks (benchmarks/, results written to docs/); both use fresh databases of their own.
+# `make demo MODEL=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against the real OpenAI model.
+# `make bench BENCH_ARGS=--quick` runs smaller sizes; `.venv/bin/python -m benchmarks.run --help` lists every knob.
+MODEL ?=
+BENCH_ARGS ?=
+
+.PHONY: demo bench
+
+demo: install
+	$(BIN)/python -m benchmarks.demo $(if $(MODEL),--model $(MODEL))
+
+bench: install
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
