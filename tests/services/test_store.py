@@ -113,21 +113,6 @@ async def test_pause_creates_the_row_when_absent(sessions):
         assert (await store.load(session, key)).paused_until == until
 
 
-async def test_deletes_by_key_flow_and_session_touch_only_their_rows(sessions):
-    flow, other_flow, owner = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    a = SessionKey(flow, owner, "New Session 0")
-    b = SessionKey(flow, owner, "New Session 1")
-    c = SessionKey(other_flow, owner, "New Session 0")
-    async with sessions.begin() as session:
-        for key in (a, b, c):
-            await store.create_if_absent(session, key)
-        assert await store.delete_by_session(session, "New Session 0", flow_id=flow) == 1
-        assert await store.load(session, c) is not None
-        assert await store.delete_by_key(session, b) == 1
-        assert await store.delete_by_flow(session, other_flow) == 1
-        assert [await store.load(session, key) for key in (a, b, c)] == [None, None, None]
-
-
 async def test_sweep_deletes_only_rows_whose_messages_are_gone(sessions):
     alive, orphan = new_key(), new_key()
     async with sessions.begin() as session:

@@ -1,11 +1,12 @@
 """Reads and writes of ``session_memory_state``: one bounded, indexed statement each.
 
 Every function takes the caller's ``AsyncSession`` (Langflow's ``session_scope`` in the
-app, a test engine's session in tests) so the caller decides the transaction.
+app, a test engine's session in tests) so the caller decides the transaction. Deleting
+rows when Langflow deletes messages, sessions or flows is ``cleanup``'s job: it runs inside
+Langflow's own transaction.
 """
 
 from datetime import datetime
-from uuid import UUID
 
 from sqlalchemy import and_, delete, exists, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -103,27 +104,6 @@ async def pause(session: AsyncSession, key: SessionKey, until: datetime, reason:
     await session.execute(
         update(table).where(_key_filter(key)).values(paused_until=until, last_error=reason, updated_at=utc_now())
     )
-
-
-async def delete_by_key(session: AsyncSession, key: SessionKey) -> int:
-    result = await session.execute(delete(SessionMemoryState.__table__).where(_key_filter(key)))
-    return result.rowcount
-
-
-async def delete_by_flow(session: AsyncSession, flow_id: UUID) -> int:
-    table = SessionMemoryState.__table__
-    result = await session.execute(delete(table).where(table.c.flow_id == flow_id))
-    return result.rowcount
-
-
-async def delete_by_session(session: AsyncSession, session_id: str, flow_id: UUID | None = None) -> int:
-    """Delete a session's rows, in one flow or, when ``flow_id`` is None, in every flow."""
-    table = SessionMemoryState.__table__
-    condition = table.c.session_id == session_id
-    if flow_id is not None:
-        condition = and_(condition, table.c.flow_id == flow_id)
-    result = await session.execute(delete(table).where(condition))
-    return result.rowcount
 
 
 def _has_messages(state_table):
