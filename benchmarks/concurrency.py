@@ -2,8 +2,9 @@
 
 Each worker process initialises Langflow's services on the shared database (as a
 multi-worker Langflow deployment does) and runs Chat Input -> Agent -> Chat Output turns.
-All workers walk the same sessions in the same order, so turns on one session overlap
-and two workers regularly try to fold the same batch: exactly the compare-and-swap race.
+All workers walk the same sessions in the same order, re-aligned by a barrier every
+round, so turns on one session overlap and workers try to fold the same batch at the
+same time: exactly the compare-and-swap race.
 The stock Agent does the same work in its own flow. The two alternate in phases ordered
 stock, switch on, switch on, stock, ... (each phase a share of the rounds), so whatever
 drifts during the run (a growing table, autovacuum, warming caches) hits both alike; a
@@ -46,7 +47,7 @@ class ConcurrencyPlan:
     url: str
     workers: int = 4
     sessions: int = 20
-    rounds: int = 8
+    rounds: int = 4
     n_messages: int = 4
     model_latency_s: float = 0.05
     blocks: int = 2  # stock/switch-on phase pairs, in ABBA order
@@ -136,6 +137,8 @@ async def _work(runtime: Runtime, index: int, plan: ConcurrencyPlan, ids: _Ids, 
         await asyncio.to_thread(barrier.wait, PHASE_TIMEOUT_S)
         started, turns, errors = time.time(), 0, 0
         for round_ in rounds:
+            if round_ != rounds[0]:  # re-align every round, or the workers drift apart onto different sessions
+                await asyncio.to_thread(barrier.wait, PHASE_TIMEOUT_S)
             for session in range(plan.sessions):
                 text = f"Worker {index}, round {round_}: " + conversation.filler(round_ * plan.sessions + session)
                 try:

@@ -227,7 +227,8 @@ def concurrency_section(results: BenchResults) -> list[str]:
         "## (d) Concurrency on PostgreSQL",
         "",
         f"{c.workers} worker processes, each with Langflow's services on the same PostgreSQL database, run "
-        f"Chat Input -> Agent -> Chat Output turns on the same {c.sessions} sessions in the same order "
+        f"Chat Input -> Agent -> Chat Output turns on the same {c.sessions} sessions in the same order, "
+        "re-aligned by a barrier every round "
         f"({c.rounds} rounds, so {c.rounds * c.workers} turns per session per configuration), N={c.n_messages}, "
         "model latency 50 ms: turns on one session overlap and workers race to fold the same batch. The stock "
         "Agent does the same work in its own flow; phases ran in the order stock, switch on, switch on, stock "
@@ -351,10 +352,6 @@ def render(results: BenchResults, total_seconds: float) -> str:
         "## What looked wrong",
         "",
         *(problems or ["- Nothing in this run missed a target."]),
-        "- Not measured by this run but found while writing it: the summary validator rejects any summary that "
-        'contains "rate limit", "internal server error" or "I am sorry" anywhere (its error-text pattern is not '
-        "anchored), so a conversation about rate limits pauses folding for 10 minutes, and again after every "
-        "pause. The filler here avoids those phrases so the other numbers measure folding that works.",
         "",
         "## Stage times",
         "",

@@ -43,7 +43,7 @@ class Sizes:
     model_latency_s: float = 1.0
     workers: int = 4
     sessions: int = 20
-    rounds: int = 5
+    rounds: int = 4
     cleanup_messages: int = 10_000
     cleanup_rounds: int = 5
     # Smoke only: every part at once and the SQLite parts in one process; proves the harness, not the numbers.
