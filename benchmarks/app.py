@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from benchmarks.inprocess import LogTail, langflow_environment
+from benchmarks.inprocess import LogTail
+from langflow_session_memory.testing.langflow_env import langflow_environment
 
 STARTER_FLOW = ("initial_setup", "starter_projects", "Simple Agent.json")
 

@@ -2,9 +2,10 @@
 
 Deterministic so two configurations see exactly the same user messages. Filler is
 lower-case chat on purpose: the bundled model server treats upper-case words and IDs as
-facts, so only the first message and the pasted log carry any. It also avoids the phrases
-the summary validator takes for an error text ("rate limit", "internal server error"):
-see docs/benchmarks.md, "What looked wrong".
+facts, so only the first message and the pasted log carry any. It talks about everyday
+engineering chores, rate limits included: a summary validator that took such words for
+an error text once paused folding for these sessions, and would show up as problem
+events in the report.
 """
 
 FACT = "Our project is PRJ-123 on the EU cluster."
@@ -18,7 +19,7 @@ _SUBJECTS = (
     "the flaky integration test in the billing module",
     "the dashboard that shows queue depth",
     "the migration that adds the audit column",
-    "the request throttling in front of the public endpoint",
+    "the rate limiter in front of the public endpoint",
     "the runbook for the on-call rotation",
     "the memory growth in the report renderer",
     "the schema of the events table",

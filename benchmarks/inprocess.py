@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from langflow_session_memory.testing.fake_openai import FakeModelConfig, RunningServer, run_in_thread
+from langflow_session_memory.testing.langflow_env import langflow_environment
 
 MODEL = "gpt-4o-mini"
 FOLD_EVENT = "session_summary_fold"
@@ -30,24 +31,6 @@ LOST_RACE_EVENT = "session_summary_lost_race"
 PROBLEM_EVENTS = ("session_memory_fallback", "session_summary_fold_failed", "session_summary_paused")
 _FIELD = re.compile(r"(\w+)=(\S+)")
 T = TypeVar("T")
-
-
-def langflow_environment(url: str, home: Path, *, model_base_url: str | None) -> dict[str, str]:
-    """The variables Langflow reads at start-up; side files stay under ``home``, logs go to a file we parse."""
-    environment = {
-        "LANGFLOW_DATABASE_URL": url,
-        "LANGFLOW_CONFIG_DIR": str(home / "config"),
-        "LANGFLOW_AUTO_LOGIN": "true",
-        "DO_NOT_TRACK": "true",
-        "LANGFLOW_PRETTY_LOGS": "false",
-        "LANGFLOW_LOG_LEVEL": "INFO",
-        "LANGFLOW_LOG_FILE": str(home / "langflow.log"),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "XDG_CACHE_HOME": str(home / "cache"),
-    }
-    if model_base_url is not None:
-        environment |= {"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": model_base_url}
-    return environment
 
 
 @dataclass

@@ -46,6 +46,7 @@ class TokenSeries:
     last_answer: str
     max_summary_words: int
     seconds_per_turn: float
+    problem_events: list[str]  # our events other than folds (failed folds, pauses, fallbacks, resets)
 
 
 class Chat(Protocol):
@@ -128,9 +129,7 @@ async def measure(chat: Chat, server: RunningServer, label: str, turns: int) -> 
         if calls.folds:
             max_words = max(max_words, len((await chat.summary(session_id)).split()))
     seconds_per_turn = (time.perf_counter() - started) / max(len(series["chat"]), 1)
-    problems = [e for e in await chat.events() if e["event"] != FOLD_EVENT]
-    if problems:
-        raise RuntimeError(f"session memory reported problems: {problems[:3]}")
+    problems = [e["event"] for e in await chat.events() if e["event"] != FOLD_EVENT]
     return TokenSeries(
         label=label,
         path=chat.path,
@@ -141,6 +140,7 @@ async def measure(chat: Chat, server: RunningServer, label: str, turns: int) -> 
         last_answer=answer,
         max_summary_words=max_words,
         seconds_per_turn=seconds_per_turn,
+        problem_events=problems,
     )
 
 

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
+from langflow_session_memory.testing.langflow_env import langflow_environment
 from tests.app.langflow_client import LangflowClient
 from tests.databases import fresh_database
 
@@ -30,20 +31,9 @@ def langflow(request, fake_model, tmp_path_factory):
     home = tmp_path_factory.mktemp(f"langflow-{request.param}")
     with fresh_database(request.param, home) as url:
         asyncio.run(runner.upgrade(url))
-        environment = {
-            "LANGFLOW_DATABASE_URL": url,
-            "LANGFLOW_CONFIG_DIR": str(home / "config"),
-            "LANGFLOW_AUTO_LOGIN": "true",
-            "DO_NOT_TRACK": "true",
-            "LANGFLOW_PRETTY_LOGS": "false",
-            "LANGFLOW_LOG_LEVEL": "INFO",
-            # One file for every app of the test session: Langflow's logger binds to its first configuration.
-            "LANGFLOW_LOG_FILE": str(tmp_path_factory.getbasetemp() / "langflow.log"),
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "OPENAI_API_KEY": "sk-test",
-            "OPENAI_BASE_URL": fake_model.base_url,
-            "XDG_CACHE_HOME": str(home / "cache"),
-        }
+        # One log file for every app of the test session: Langflow's logger binds to its first configuration.
+        log_file = tmp_path_factory.getbasetemp() / "langflow.log"
+        environment = langflow_environment(url, home, model_base_url=fake_model.base_url, log_file=log_file)
         saved = {name: os.environ.get(name) for name in environment}
         os.environ.update(environment)
         try:
