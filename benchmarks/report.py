@@ -292,6 +292,10 @@ def findings(results: BenchResults) -> list[str]:
             found.append(f"- A summary reached {results.tokens[1].max_summary_words} words.")
         if not recalled(results.tokens[1].last_answer):
             found.append("- The switch-on session did not recall the first message's facts.")
+        events = results.tokens[1].problem_events
+        if events:
+            counts = ", ".join(f"{name} x{events.count(name)}" for name in sorted(set(events)))
+            found.append(f"- The long switch-on session logged problem events: {counts}.")
     c = results.concurrency
     if c and c.memory.lost_races:
         calls = c.memory.folds_logged + c.memory.lost_races
