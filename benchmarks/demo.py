@@ -28,7 +28,12 @@ from pathlib import Path
 from benchmarks import conversation
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.inprocess import FOLD_EVENT
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, RunningServer, run_in_thread
+from langflow_session_memory.testing.fake_openai import (
+    FakeModelConfig,
+    RunningServer,
+    estimate_prompt_tokens,
+    run_in_thread,
+)
 
 FILLER_TURNS = 60
 FOLD_BATCH = 20
@@ -40,6 +45,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 class DemoRow:
     configuration: str
     last_turn_input_tokens: int
+    last_turn_history_tokens: int | None  # the chat history alone: no system prompt, no question
     last_turn_folded: bool
     answer: str
     folds: int
@@ -67,8 +73,11 @@ def run_configuration(
     app.run(flow_id, script[-1], session_id, tweaks)
     seconds_per_turn = (time.perf_counter() - started) / len(script)
     answer, usage = app.last_answer(session_id)
+    history_tokens = None
     if server is not None:  # the model server's own count of the chat request(s), fold calls excluded
-        tokens = sum(r["prompt_tokens"] for r in server.requests()[before_requests:] if r["kind"] == "chat")
+        chat = [r for r in server.requests()[before_requests:] if r["kind"] == "chat"]
+        tokens = sum(r["prompt_tokens"] for r in chat)
+        history_tokens = estimate_prompt_tokens(history_part(chat[0]["body"]["messages"]))
     else:  # a real model: what Langflow stored, which includes a fold made in this turn
         tokens = int(usage.get("input_tokens") or 0)
     latencies = [int(event["latency_ms"]) for event in app.log.read_events(FOLD_EVENT)]
@@ -76,6 +85,7 @@ def run_configuration(
     return DemoRow(
         configuration=label,
         last_turn_input_tokens=tokens,
+        last_turn_history_tokens=history_tokens,
         last_turn_folded=folded != before_folded,
         answer=answer,
         folds=folded // FOLD_BATCH,
@@ -84,19 +94,26 @@ def run_configuration(
     )
 
 
+def history_part(messages: list[dict]) -> list[dict]:
+    """A chat request without its system prompt and its last message (the question): the history the Agent sent."""
+    return [m for m in messages[:-1] if m.get("role") != "system"]
+
+
 def table(rows: list[DemoRow], *, real_model: bool) -> str:
     tokens = "input tokens, last turn (stored usage)" if real_model else "input tokens, last turn's chat request"
     lines = [
-        f"| configuration | {tokens} | answer | names PRJ-123 and EU | folds | fold latency ms, median |",
-        "| --- | ---: | --- | --- | ---: | ---: |",
+        f"| configuration | {tokens} | of which chat history | answer | names PRJ-123 and EU | folds | "
+        "fold latency ms, median |",
+        "| --- | ---: | ---: | --- | --- | ---: | ---: |",
     ]
     for row in rows:
         marker = " (incl. a fold)" if real_model and row.last_turn_folded else ""
         latency = f"{row.fold_latency_ms:.0f}" if row.fold_latency_ms is not None else "-"
         answer = " ".join(row.answer.split()).replace("|", "/")
         answer = answer if len(answer) <= 160 else answer[:157] + "..."
+        history = f"{row.last_turn_history_tokens:,}" if row.last_turn_history_tokens is not None else "-"
         lines.append(
-            f"| {row.configuration} | {row.last_turn_input_tokens:,}{marker} | {answer} | "
+            f"| {row.configuration} | {row.last_turn_input_tokens:,}{marker} | {history} | {answer} | "
             f"{'yes' if row.recalled else 'no'} | {row.folds} | {latency} |"
         )
     return "\n".join(lines)
@@ -106,6 +123,16 @@ def document(rows: list[DemoRow], *, model: str, real_model: bool, seconds: floa
     by_label = {row.configuration: row for row in rows}
     stock, memory = by_label["switch off, N=100"], by_label["switch on, N=10"]
     saving = 1 - memory.last_turn_input_tokens / stock.last_turn_input_tokens if stock.last_turn_input_tokens else 0
+    history_saving = ""
+    if memory.last_turn_history_tokens is not None and stock.last_turn_history_tokens:
+        fixed = memory.last_turn_input_tokens - memory.last_turn_history_tokens
+        history_saving = (
+            f" The chat history alone (the request without the Agent's system prompt and the question) was "
+            f"{1 - memory.last_turn_history_tokens / stock.last_turn_history_tokens:.0%} smaller. The system prompt "
+            f"and the question, {fixed:,} tokens, are sent unchanged in every request by both, so they bound the "
+            f"saving on the whole request: at most {1 - fixed / stock.last_turn_input_tokens:.0%} here even with an "
+            "empty history."
+        )
     source = (
         f"the real OpenAI model `{model}`; tokens are the usage Langflow stored on the Agent's last message "
         "(`message.properties.usage`), which includes a fold made in that turn"
@@ -144,7 +171,8 @@ def document(rows: list[DemoRow], *, model: str, real_model: bool, seconds: floa
                 ]
             ),
             f"At the recall turn the switch on at N=10 sent {saving:.0%} fewer input tokens than the switch off "
-            f"at N=100{', and still named both facts' if memory.recalled else ''}. Through the full app a turn "
+            f"at N=100{', and still named both facts' if memory.recalled else ''}.{history_saving} Through the full "
+            "app a turn "
             f"took {statistics.mean(row.seconds_per_turn for row in rows):.2f} s on average here; the whole demo "
             f"took {seconds:.0f} s.",
             "",

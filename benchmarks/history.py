@@ -3,9 +3,12 @@
 Stock is Langflow's own ``aget_agent_chat_history`` (what the Agent's ``get_memory_data``
 awaits) on Langflow's database service. Ours is ``SessionMemoryService.build_history`` on
 the same service's sessions, for a turn WITHOUT a fold: the state row's cursor leaves a
-gap of fewer than 20 messages, so the turn reads the window, the state row, the
-folded-range count and the gap, and sends the gap raw. Sessions are seeded with bulk
-inserts (``benchmarks.session_delete._seed``), each length in its own session of the same
+gap of fewer than 20 messages, so the turn reads the window, the gap and the state row in
+one statement and sends the gap raw. The gap is 10 messages (a typical turn: it cycles
+0..19 between folds); at the largest length it is also timed at 0 (just after a fold) and
+19 (just before one), because ours converts every message it sends and the gap is what
+it sends beyond stock. Sessions are seeded with bulk inserts
+(``benchmarks.session_delete._seed``), each length in its own session of the same
 database. Calls alternate stock/ours so both see the same machine state.
 """
 
@@ -20,6 +23,7 @@ from benchmarks.session_delete import START, _seed
 
 N_MESSAGES = 10
 GAP = 10  # unfolded messages between the cursor and the window: fewer than a batch, so no fold
+SWEPT_GAPS = (0, GAP, 19)  # timed at the largest length only
 SUMMARY = "Key facts:\n" + "\n".join(f"- fact {i}: the service runs on node-{i}." for i in range(30))
 
 
@@ -29,6 +33,7 @@ class HistoryTiming:
 
     backend: str
     length: int
+    gap: int
     stock_median_ms: float
     stock_p95_ms: float
     ours_median_ms: float
@@ -50,21 +55,26 @@ def _no_fold():
 
 
 async def _seed_session(sessions, length: int):
-    """A session of ``length`` messages whose summary covers all but the window and ``GAP`` messages."""
-    from langflow_session_memory.services.session_memory import store
-    from langflow_session_memory.services.session_memory.model import Cursor, SessionKey, SessionState
+    """A session of ``length`` messages: (key, message ids in order)."""
+    from langflow_session_memory.services.session_memory.model import SessionKey
 
     key = SessionKey(uuid.uuid4(), uuid.uuid4(), f"history-{length}-{uuid.uuid4()}")
-    ids = await _seed(sessions, key, length)
-    last_folded = length - N_MESSAGES - GAP - 1
+    return key, await _seed(sessions, key, length)
+
+
+async def _leave_gap(sessions, key, ids: list, gap: int) -> None:
+    """Move the summary's cursor so that ``gap`` unfolded messages sit between it and the window."""
+    from langflow_session_memory.services.session_memory import store
+    from langflow_session_memory.services.session_memory.model import Cursor, SessionState
+
+    last_folded = len(ids) - N_MESSAGES - gap - 1
     async with sessions.begin() as session:
-        seen = await store.load(session, key)
+        seen = await store.create_if_absent(session, key)
         folded = SessionState(
             key, SUMMARY, Cursor(START + timedelta(seconds=last_folded), ids[last_folded]), last_folded + 1
         )
         if not await store.compare_and_swap(session, seen, folded):
             raise RuntimeError("could not set the benchmark cursor")
-    return key
 
 
 async def _analyze(engine) -> None:
@@ -89,7 +99,7 @@ async def measure(backend: str, lengths: tuple[int, ...], repeats: int, warmup: 
 
     engine = get_db_service().engine
     seeding = async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
-    keys = {length: await _seed_session(seeding, length) for length in lengths}
+    seeded = {length: await _seed_session(seeding, length) for length in lengths}
     await _analyze(engine)
     service = SessionMemoryService(sessions=session_scope)
 
@@ -106,7 +116,10 @@ async def measure(backend: str, lengths: tuple[int, ...], repeats: int, warmup: 
         return len(history.messages)
 
     results = []
-    for length, key in keys.items():
+    cases = [(length, GAP) for length in lengths] + [(max(lengths), gap) for gap in SWEPT_GAPS if gap != GAP]
+    for length, gap in cases:
+        key, ids = seeded[length]
+        await _leave_gap(seeding, key, ids, gap)
         timings: dict[str, list[float]] = {"stock": [], "ours": []}
         sent: dict[str, int] = {}
         for round_ in range(warmup + repeats):
@@ -120,6 +133,7 @@ async def measure(backend: str, lengths: tuple[int, ...], repeats: int, warmup: 
             HistoryTiming(
                 backend=backend,
                 length=length,
+                gap=gap,
                 stock_median_ms=statistics.median(timings["stock"]),
                 stock_p95_ms=p95(timings["stock"]),
                 ours_median_ms=statistics.median(timings["ours"]),

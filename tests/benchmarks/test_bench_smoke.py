@@ -13,7 +13,7 @@ import os
 import psycopg
 import pytest
 
-from benchmarks import report
+from benchmarks import history, report
 from benchmarks.databases import POSTGRES_ADMIN_URL
 from benchmarks.run import PARTS, PRESETS, run_benchmarks
 
@@ -49,17 +49,19 @@ def test_token_series_have_one_row_per_turn(smoke):
         assert series.last_answer
 
 
-def test_history_has_a_row_per_backend_and_length_with_positive_ratios(smoke):
+def test_history_has_a_row_per_backend_and_length_and_a_gap_sweep_at_the_largest(smoke):
     results, _ = smoke
     lengths = PRESETS["smoke"].history_lengths
-    assert sorted((h.backend, h.length) for h in results.history) == sorted(
-        (backend, length) for backend in ("postgresql", "sqlite") for length in lengths
+    expected = [(length, history.GAP) for length in lengths]
+    expected += [(max(lengths), gap) for gap in history.SWEPT_GAPS if gap != history.GAP]
+    assert sorted((h.backend, h.length, h.gap) for h in results.history) == sorted(
+        (backend, length, gap) for backend in ("postgresql", "sqlite") for length, gap in expected
     )
     for timing in results.history:
         assert positive(timing.ratio)
         assert positive(timing.stock_p95_ms)
         assert positive(timing.ours_p95_ms)
-        assert timing.messages_sent > 10  # window plus the raw gap plus the summary
+        assert timing.messages_sent > 10  # the window plus the summary (and the raw gap)
 
 
 def test_latency_has_both_configurations_turn_by_turn(smoke):

@@ -10,6 +10,7 @@ from langflow_session_memory.services.session_memory import store
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionState
 from langflow_session_memory.services.session_memory.service import (
     SUMMARY_ACKNOWLEDGEMENT,
+    SUMMARY_FRAME,
     SessionMemoryService,
     Turn,
 )
@@ -250,8 +251,20 @@ async def test_a_turn_without_a_fold_issues_a_constant_number_of_statements(sess
         event.remove(engine, "before_cursor_execute", listener)
 
     assert len(history.messages) == 1 + 5 + WINDOW - 1  # notes (the raw gap opens with a Machine message)
-    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 3  # stock window query + 2
-    assert len(statements) == 3
+    assert len(statements) == 1  # window, gap and state row in one SELECT, like the stock window query
+    assert statements[0].lstrip().upper().startswith("SELECT")
+
+
+async def test_with_every_message_folded_the_turn_still_sends_the_summary(service, sessions, key):
+    rows, _ = await seed(sessions, key, 30)
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        everything = SessionState(key, summary="notes", cursor=_cursor(rows[-1]), folded_count=30)
+        await store.compare_and_swap(session, seen, everything)
+
+    history = await service.build_history(Turn(key, WINDOW, uuid.uuid4()), ScriptedChatModel())
+
+    assert texts(history) == [SUMMARY_FRAME.format(summary="notes"), SUMMARY_ACKNOWLEDGEMENT]
 
 
 def _cursor(message):

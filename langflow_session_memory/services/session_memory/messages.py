@@ -3,16 +3,36 @@
 Scope = flow, owner, session, and context only when it is non-empty (Langflow's
 ``_get_variable_query``), error rows excluded. Order is ``(timestamp, id)``: Langflow sets
 timestamps in Python, so they may tie or arrive out of order, and ``id`` breaks ties.
-Every query walks ``ix_message_session_id_timestamp_id`` with a LIMIT; none loads a session.
+Every query seeks one of Langflow's ``(session_id | flow_id, timestamp, id)`` indexes with a
+LIMIT or a cursor bound; none loads a session.
 """
 
-from langflow.services.database.models.message.model import MessageTable
-from sqlalchemy import and_, func, or_, select
-from sqlalchemy.ext.asyncio import AsyncSession
+import functools
+from datetime import UTC, datetime
 
-from langflow_session_memory.services.session_memory.model import Cursor, SessionKey
+from langflow.services.database.models.message.model import MessageTable
+from sqlalchemy import Integer, Select, String, Uuid, and_, bindparam, func, literal, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlmodel.sql.sqltypes import UTCDateTime
+
+from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory.model import Cursor, SessionKey, SessionMemoryState, SessionState
 
 _columns = MessageTable.__table__.c
+_state = SessionMemoryState.__table__
+_STATE_COLUMNS = [
+    _state.c[name]
+    for name in (
+        "summary",
+        "cursor_timestamp",
+        "cursor_message_id",
+        "folded_count",
+        "version",
+        "paused_until",
+        "last_error",
+    )
+]
+_BEFORE_ANY_MESSAGE = datetime(1, 1, 1, tzinfo=UTC)
 
 
 def _scope(key: SessionKey):
@@ -28,46 +48,77 @@ def _scope(key: SessionKey):
 
 
 def _after(cursor: Cursor):
-    """``(timestamp, id) > cursor``; the plain ``>=`` on timestamp lets SQLite seek the index range."""
-    return and_(
-        _columns.timestamp >= cursor.timestamp,
-        or_(
-            _columns.timestamp > cursor.timestamp,
-            and_(_columns.timestamp == cursor.timestamp, _columns.id > cursor.message_id),
-        ),
-    )
+    return _after_position(cursor.timestamp, cursor.message_id)
+
+
+def _after_position(timestamp, message_id):
+    """``(timestamp, id) > (timestamp, message_id)``, written so both databases seek the index range.
+
+    Given ``timestamp >= t``, "later, or tied with a larger id" is "later, or a larger id".
+    """
+    return and_(_columns.timestamp >= timestamp, or_(_columns.timestamp > timestamp, _columns.id > message_id))
 
 
 def _before(cursor: Cursor):
-    """``(timestamp, id) < cursor``, with the same sargable bound."""
+    """``(timestamp, id) < cursor``, the mirror of :func:`_after_position`."""
     return and_(
         _columns.timestamp <= cursor.timestamp,
-        or_(
-            _columns.timestamp < cursor.timestamp,
-            and_(_columns.timestamp == cursor.timestamp, _columns.id < cursor.message_id),
-        ),
+        or_(_columns.timestamp < cursor.timestamp, _columns.id < cursor.message_id),
     )
-
-
-def is_after(message: MessageTable, cursor: Cursor | None) -> bool:
-    """Whether a loaded row lies after the fold cursor (the summary does not cover it)."""
-    return cursor is None or (message.timestamp, message.id) > (cursor.timestamp, cursor.message_id)
 
 
 def cursor_of(message: MessageTable) -> Cursor:
     return Cursor(timestamp=message.timestamp, message_id=message.id)
 
 
-async def newest(session: AsyncSession, key: SessionKey, n_messages: int) -> list[MessageTable]:
-    """The newest ``n_messages`` in ascending order: the Agent's window, current input included."""
-    statement = (
-        select(MessageTable)
-        .where(_scope(key))
-        .order_by(_columns.timestamp.desc(), _columns.id.desc())
-        .limit(n_messages)
+@functools.cache
+def _newest_unfolded_statement(scoped_by_context: bool) -> Select:
+    """Built once per shape with bound parameters: a turn pays neither building nor cache-keying it."""
+    key = SessionKey(
+        flow_id=bindparam("flow_id", type_=Uuid()),
+        owner_id=bindparam("owner_id", type_=Uuid()),
+        session_id=bindparam("session_id", type_=String()),
+        context_id=bindparam("context_id", type_=String()) if scoped_by_context else "",
     )
-    rows = (await session.execute(statement)).scalars().all()
-    return list(reversed(rows))
+    row_of_key = store.key_filter(key)
+    cursor_timestamp = func.coalesce(
+        select(_state.c.cursor_timestamp).where(row_of_key).correlate(None).scalar_subquery(),
+        literal(_BEFORE_ANY_MESSAGE, UTCDateTime()),
+    )
+    cursor_message_id = select(_state.c.cursor_message_id).where(row_of_key).correlate(None).scalar_subquery()
+    return (
+        select(MessageTable, *_STATE_COLUMNS)
+        .outerjoin(_state, row_of_key)
+        .where(_scope(key), _after_position(cursor_timestamp, cursor_message_id))
+        .order_by(_columns.timestamp.desc(), _columns.id.desc())
+        .limit(bindparam("limit", type_=Integer()))
+    )
+
+
+async def newest_unfolded(
+    session: AsyncSession, key: SessionKey, limit: int
+) -> tuple[list[MessageTable], SessionState | None]:
+    """The newest ``limit`` messages after the fold cursor (ascending) and the state row, in one statement.
+
+    A turn without a fold needs nothing else, so it costs one round trip like the stock
+    Agent's history query. The cursor comes from uncorrelated scalar subqueries (evaluated
+    once, so both databases seek the index from it); the row itself comes through a LEFT
+    JOIN on its unique key. With no message after the cursor the row is not returned:
+    ``None`` then means "unknown", not "absent".
+    """
+    parameters = {
+        "flow_id": key.flow_id,
+        "owner_id": key.owner_id,
+        "session_id": key.session_id,
+        "context_id": key.context_id,
+        "limit": limit,
+    }
+    rows = (await session.execute(_newest_unfolded_statement(bool(key.context_id)), parameters)).all()
+    if not rows:
+        return [], None
+    newest_row = rows[0]
+    state = store.to_state(key, newest_row) if newest_row.version is not None else SessionState(key=key)
+    return [row[0] for row in reversed(rows)], state
 
 
 async def gap(

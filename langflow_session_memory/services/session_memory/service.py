@@ -124,25 +124,25 @@ class SessionMemoryService:
         window, state, gap = await self._read(turn)
         visible, overflow, plan = self._plan(turn, window, state, gap, compact=compact)
         if plan.batches and state.cursor is not None and await self._folded_range_changed(turn, state):
-            state = await self._reset(state)
-            async with self.sessions() as session:
-                gap = await self._gap(session, turn, state, window)
+            await self._reset(state)
+            window, state, gap = await self._read(turn)
             visible, overflow, plan = self._plan(turn, window, state, gap, compact=compact)
         outcome = await self._fold_batches(state, plan.batches, llm) if plan.batches else _FoldOutcome(state=state)
-        if overflow:
-            raw = ()
-        elif outcome.lost_race:
-            raw = await self._raw_after(turn, outcome.state, window)
+        if outcome.lost_race:
+            # Another worker folded first: send what its row leaves unfolded, as a turn without a fold would.
+            window, sent_state, gap = await self._read(turn)
+            history_rows = [*unfolded_tail(gap, 0, self.batch_size), *_visible(turn, window)]
         else:
-            raw = unfolded_tail(gap, outcome.folded, self.batch_size)
-        history_rows = [*raw, *visible[len(overflow) :]]
+            sent_state = outcome.state
+            raw = () if overflow else unfolded_tail(gap, outcome.folded, self.batch_size)
+            history_rows = [*raw, *visible[len(overflow) :]]
         history = [
-            *summary_messages(outcome.state.summary, history_rows),
+            *summary_messages(sent_state.summary, history_rows),
             *[await _to_message(r) for r in history_rows],
         ]
         return History(
             messages=history,
-            summary=outcome.state.summary,
+            summary=sent_state.summary,
             folded=outcome.folded,
             input_tokens=outcome.input_tokens,
             output_tokens=outcome.output_tokens,
@@ -151,8 +151,8 @@ class SessionMemoryService:
     def _plan(
         self, turn: Turn, window: list[MessageTable], state: SessionState, gap: list[MessageTable], *, compact: bool
     ) -> tuple[list[MessageTable], list[MessageTable], FoldPlan]:
-        """The raw window (what the summary does not cover), its part to fold early, and the fold plan."""
-        visible = [row for row in window if row.id != turn.input_message_id and messages.is_after(row, state.cursor)]
+        """The raw window without the input, its part to fold early, and the fold plan."""
+        visible = _visible(turn, window)
         overflow = visible if compact else self._overflow(turn, state, window, visible)
         gap_is_complete = len(gap) < gap_fetch_limit(self.batch_size, self.max_batches)
         plan = plan_fold(
@@ -193,11 +193,24 @@ class SessionMemoryService:
         return visible[:start]
 
     async def _read(self, turn: Turn) -> tuple[list[MessageTable], SessionState, list[MessageTable]]:
-        """Window, state and the bounded gap: three indexed reads, whatever the session's length."""
+        """The window (newest N messages after the cursor), the state row and the gap before the window.
+
+        One statement reads the newest N + gap-limit unfolded messages with the row, so a turn
+        without a fold costs one round trip like the stock Agent's. A second query runs only
+        when the gap may be longer than its limit (a backlog: the gap must then start at the
+        cursor) or when no message follows the cursor (the row was not returned).
+        """
+        gap_limit = gap_fetch_limit(self.batch_size, self.max_batches)
         async with self.sessions() as session:
-            window = await messages.newest(session, turn.key, turn.n_messages)
-            state = await store.load(session, turn.key) or SessionState(key=turn.key)
-            return window, state, await self._gap(session, turn, state, window)
+            unfolded, state = await messages.newest_unfolded(session, turn.key, turn.n_messages + gap_limit)
+            if state is None:
+                state = await store.load(session, turn.key) or SessionState(key=turn.key)
+            window, gap = unfolded[-turn.n_messages :], unfolded[: -turn.n_messages]
+            if len(gap) == gap_limit:
+                gap = await messages.gap(
+                    session, turn.key, after=state.cursor, before=messages.cursor_of(window[0]), limit=gap_limit
+                )
+            return window, state, gap
 
     async def _folded_range_changed(self, turn: Turn, state: SessionState) -> bool:
         """Whether messages were added behind the cursor or removed from the folded range.
@@ -209,32 +222,19 @@ class SessionMemoryService:
         async with self.sessions() as session:
             return await messages.count_through(session, turn.key, state.cursor) != state.folded_count
 
-    async def _gap(
-        self, session: AsyncSession, turn: Turn, state: SessionState, window: list[MessageTable]
-    ) -> list[MessageTable]:
-        """Unfolded messages older than the window; none can exist when the window is not full."""
-        if len(window) < turn.n_messages:
-            return []
-        return await messages.gap(
-            session,
-            turn.key,
-            after=state.cursor,
-            before=messages.cursor_of(window[0]),
-            limit=gap_fetch_limit(self.batch_size, self.max_batches),
-        )
+    async def _reset(self, state: SessionState) -> None:
+        """Drop a summary whose folded messages changed, so they are folded again from the start.
 
-    async def _reset(self, state: SessionState) -> SessionState:
-        """Drop a summary whose folded messages changed, so they are folded again from the start."""
+        Losing this compare-and-swap is fine: the row changed anyway, and the turn reads it again.
+        """
         await logger.awarning(
             f"session_summary_reset reason=folded_range_changed folded_count={state.folded_count} "
             f"session_id={state.key.session_id!r}"
         )
         empty = SessionState(key=state.key, paused_until=state.paused_until, last_error=state.last_error)
         async with self.sessions() as session:
-            if await store.compare_and_swap(session, state, empty):
-                await session.commit()
-                return replace(empty, version=state.version + 1)
-            return await store.load(session, state.key) or SessionState(key=state.key)
+            await store.compare_and_swap(session, state, empty)
+            await session.commit()
 
     async def _fold_batches(
         self, state: SessionState, batches: Sequence[Sequence[MessageTable]], llm: BaseChatModel
@@ -296,11 +296,10 @@ class SessionMemoryService:
             await session.commit()
         await logger.awarning(f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()}")
 
-    async def _raw_after(self, turn: Turn, state: SessionState, window: list[MessageTable]) -> tuple:
-        """After a lost race, the raw gap behind the winner's cursor (sent only if fewer than B)."""
-        async with self.sessions() as session:
-            gap = await self._gap(session, turn, state, window)
-        return unfolded_tail(gap, 0, self.batch_size)
+
+def _visible(turn: Turn, window: Sequence[MessageTable]) -> list[MessageTable]:
+    """The window as history: the stored input message is sent as the input, not repeated."""
+    return [row for row in window if row.id != turn.input_message_id]
 
 
 def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Message]:

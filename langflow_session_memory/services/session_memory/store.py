@@ -25,7 +25,7 @@ KEY_COLUMNS = ("flow_id", "owner_id", "session_id", "context_id")
 SWEEP_BATCH = 500
 
 
-def _key_filter(key: SessionKey):
+def key_filter(key: SessionKey):
     table = SessionMemoryState.__table__.c
     return and_(
         table.flow_id == key.flow_id,
@@ -35,7 +35,8 @@ def _key_filter(key: SessionKey):
     )
 
 
-def _to_state(key: SessionKey, row) -> SessionState:
+def to_state(key: SessionKey, row) -> SessionState:
+    """The row (any result row with the state's columns) as the value a turn works with."""
     cursor = None
     if row.cursor_timestamp is not None and row.cursor_message_id is not None:
         cursor = Cursor(timestamp=row.cursor_timestamp, message_id=row.cursor_message_id)
@@ -52,8 +53,8 @@ def _to_state(key: SessionKey, row) -> SessionState:
 
 async def load(session: AsyncSession, key: SessionKey) -> SessionState | None:
     table = SessionMemoryState.__table__
-    row = (await session.execute(select(table).where(_key_filter(key)))).first()
-    return _to_state(key, row) if row else None
+    row = (await session.execute(select(table).where(key_filter(key)))).first()
+    return to_state(key, row) if row else None
 
 
 async def create_if_absent(session: AsyncSession, key: SessionKey) -> SessionState:
@@ -81,7 +82,7 @@ async def compare_and_swap(session: AsyncSession, seen: SessionState, new: Sessi
     table = SessionMemoryState.__table__
     statement = (
         update(table)
-        .where(_key_filter(seen.key), table.c.version == seen.version)
+        .where(key_filter(seen.key), table.c.version == seen.version)
         .values(
             summary=new.summary,
             cursor_timestamp=new.cursor.timestamp if new.cursor else None,
@@ -102,7 +103,7 @@ async def pause(session: AsyncSession, key: SessionKey, until: datetime, reason:
     await create_if_absent(session, key)
     table = SessionMemoryState.__table__
     await session.execute(
-        update(table).where(_key_filter(key)).values(paused_until=until, last_error=reason, updated_at=utc_now())
+        update(table).where(key_filter(key)).values(paused_until=until, last_error=reason, updated_at=utc_now())
     )
 
 
