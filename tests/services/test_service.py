@@ -1,6 +1,7 @@
 """The turn rules on SQLite and PostgreSQL, with real rows in Langflow's message table."""
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -265,6 +266,22 @@ async def test_with_every_message_folded_the_turn_still_sends_the_summary(servic
     history = await service.build_history(Turn(key, WINDOW, uuid.uuid4()), ScriptedChatModel())
 
     assert texts(history) == [SUMMARY_FRAME.format(summary="notes"), SUMMARY_ACKNOWLEDGEMENT]
+
+
+async def test_a_context_folds_and_sends_only_its_own_messages(service, sessions, key):
+    contexts = {name: replace(key, context_id=name) for name in ("ctx-a", "ctx-b")}
+    stored = {
+        name: await store_rows(sessions, chat_rows(k, 30, first=i * 100))
+        for i, (name, k) in enumerate(contexts.items())
+    }
+    model = ScriptedChatModel()
+
+    history = await service.build_history(Turn(contexts["ctx-a"], WINDOW, stored["ctx-a"][-1].id), model)
+
+    assert [line.split()[2] for line in model.batch_texts(0)] == [str(i) for i in range(20)]
+    assert texts(history)[2:] == [r.text for r in stored["ctx-a"][20:-1]]
+    assert (await row(sessions, contexts["ctx-a"])).folded_count == 20
+    assert await row(sessions, contexts["ctx-b"]) is None
 
 
 def _cursor(message):

@@ -36,14 +36,19 @@ _BEFORE_ANY_MESSAGE = datetime(1, 1, 1, tzinfo=UTC)
 
 
 def _scope(key: SessionKey):
+    return _scope_of(key.flow_id, key.owner_id, key.session_id, key.context_id or None)
+
+
+def _scope_of(flow_id, owner_id, session_id, context_id=None):
+    """The Agent's history scope from values or bound parameters; ``context_id=None`` leaves context out."""
     conditions = [
-        _columns.session_id == key.session_id,
-        _columns.flow_id == key.flow_id,
-        _columns.user_id == key.owner_id,
+        _columns.session_id == session_id,
+        _columns.flow_id == flow_id,
+        _columns.user_id == owner_id,
         _columns.error.is_(False),
     ]
-    if key.context_id:
-        conditions.append(_columns.context_id == key.context_id)
+    if context_id is not None:
+        conditions.append(_columns.context_id == context_id)
     return and_(*conditions)
 
 
@@ -74,11 +79,12 @@ def cursor_of(message: MessageTable) -> Cursor:
 @functools.cache
 def _newest_unfolded_statement(scoped_by_context: bool) -> Select:
     """Built once per shape with bound parameters: a turn pays neither building nor cache-keying it."""
+    context_id = bindparam("context_id", type_=String()) if scoped_by_context else None
     key = SessionKey(
         flow_id=bindparam("flow_id", type_=Uuid()),
         owner_id=bindparam("owner_id", type_=Uuid()),
         session_id=bindparam("session_id", type_=String()),
-        context_id=bindparam("context_id", type_=String()) if scoped_by_context else "",
+        context_id="" if context_id is None else context_id,
     )
     row_of_key = store.key_filter(key)
     cursor_timestamp = func.coalesce(
@@ -89,7 +95,10 @@ def _newest_unfolded_statement(scoped_by_context: bool) -> Select:
     return (
         select(MessageTable, *_STATE_COLUMNS)
         .outerjoin(_state, row_of_key)
-        .where(_scope(key), _after_position(cursor_timestamp, cursor_message_id))
+        .where(
+            _scope_of(key.flow_id, key.owner_id, key.session_id, context_id),
+            _after_position(cursor_timestamp, cursor_message_id),
+        )
         .order_by(_columns.timestamp.desc(), _columns.id.desc())
         .limit(bindparam("limit", type_=Integer()))
     )
