@@ -11,8 +11,10 @@ drifts during the run (a growing table, autovacuum, warming caches) hits both al
 barrier starts every phase in every worker together.
 
 Reported: turns per second of each phase, errors, folds committed (from the table),
-folds logged, lost races (``session_summary_lost_race`` events from Langflow's log), and
-whether every state row's ``folded_count`` still equals the messages up to its cursor.
+folds logged, lost races (``session_summary_lost_race`` events from Langflow's log: fold
+calls whose result was discarded), turns that waited for another worker's claimed fold
+instead of calling the model (``session_summary_fold_elsewhere``), and whether every state
+row's ``folded_count`` still equals the messages up to its cursor.
 """
 
 import asyncio
@@ -25,6 +27,7 @@ import psycopg
 
 from benchmarks import conversation
 from benchmarks.inprocess import (
+    FOLD_ELSEWHERE_EVENT,
     FOLD_EVENT,
     LOST_RACE_EVENT,
     PROBLEM_EVENTS,
@@ -81,6 +84,7 @@ class WorkerPhase:
     ended: float
     folds_logged: int
     lost_races: int
+    folds_waited: int
     problems: int
 
 
@@ -94,6 +98,7 @@ class PhaseResult:
     seconds: float
     folds_logged: int
     lost_races: int
+    folds_waited: int
     problems: int
 
     @property
@@ -157,6 +162,7 @@ async def _work(runtime: Runtime, index: int, plan: ConcurrencyPlan, ids: _Ids, 
                 ended=ended,
                 folds_logged=events.count(FOLD_EVENT),
                 lost_races=events.count(LOST_RACE_EVENT),
+                folds_waited=events.count(FOLD_ELSEWHERE_EVENT),
                 problems=sum(events.count(name) for name in PROBLEM_EVENTS),
             )
         )
@@ -196,6 +202,7 @@ def _phase(label: str, phases: list[list[WorkerPhase]]) -> PhaseResult:
         seconds=sum(max(s.ended for s in phase) - min(s.started for s in phase) for phase in phases),
         folds_logged=sum(s.folds_logged for s in shares),
         lost_races=sum(s.lost_races for s in shares),
+        folds_waited=sum(s.folds_waited for s in shares),
         problems=sum(s.problems for s in shares),
     )
 

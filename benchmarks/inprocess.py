@@ -28,6 +28,7 @@ from langflow_session_memory.testing.langflow_env import langflow_environment
 MODEL = "gpt-4o-mini"
 FOLD_EVENT = "session_summary_fold"
 LOST_RACE_EVENT = "session_summary_lost_race"
+FOLD_ELSEWHERE_EVENT = "session_summary_fold_elsewhere"
 PROBLEM_EVENTS = ("session_memory_fallback", "session_summary_fold_failed", "session_summary_paused")
 _FIELD = re.compile(r"(\w+)=(\S+)")
 T = TypeVar("T")

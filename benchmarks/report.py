@@ -89,6 +89,7 @@ def headline(results: BenchResults) -> list[str]:
             f"- **Concurrency** ({c.workers} processes x {c.sessions} shared sessions, PostgreSQL): "
             f"{c.memory.turns_per_second / c.stock.turns_per_second:.2f}x the stock Agent's turns/s, "
             f"{c.folds_committed} folds committed, {c.memory.lost_races} lost races, "
+            f"{c.memory.folds_waited} turns waited for another worker's fold, "
             f"{c.memory.errors + c.memory.problems} errors, {c.consistent_rows}/{c.state_rows} state rows consistent."
         )
     if results.cleanup:
@@ -237,16 +238,17 @@ def latency_section(results: BenchResults) -> list[str]:
 def concurrency_section(results: BenchResults) -> list[str]:
     c = results.concurrency
     rows = [
-        "| configuration | turns | seconds | turns/s | errors | folds logged | lost races | problem events |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| configuration | turns | seconds | turns/s | errors | folds logged | lost races | "
+        "waited for another worker's fold | problem events |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for phase in (c.stock, c.memory):
         rows.append(
             f"| {phase.label} | {phase.turns} | {phase.seconds:.1f} | {phase.turns_per_second:.2f} | {phase.errors} | "
-            f"{phase.folds_logged} | {phase.lost_races} | {phase.problems} |"
+            f"{phase.folds_logged} | {phase.lost_races} | {phase.folds_waited} | {phase.problems} |"
         )
     rows.append(
-        f"| **switch on / stock** | | | **{c.memory.turns_per_second / c.stock.turns_per_second:.2f}** | | | | |"
+        f"| **switch on / stock** | | | **{c.memory.turns_per_second / c.stock.turns_per_second:.2f}** | | | | | |"
     )
     fold_calls = c.memory.folds_logged + c.memory.lost_races
     return [
@@ -258,15 +260,19 @@ def concurrency_section(results: BenchResults) -> list[str]:
         f"({c.rounds} rounds, so {c.rounds * c.workers} turns per session per configuration), N={c.n_messages}, "
         "model latency 50 ms: turns on one session overlap and workers race to fold the same batch. The stock "
         "Agent does the same work in its own flow; phases ran in the order stock, switch on, switch on, stock "
-        "(each half of the rounds), so drift during the run hits both. Lost races are "
-        "`session_summary_lost_race` lines in Langflow's log; problem events are `session_memory_fallback`, "
-        "`session_summary_fold_failed` and `session_summary_paused`.",
+        "(each half of the rounds), so drift during the run hits both. A worker claims a session's fold in its "
+        "row before calling the model; a turn that finds the fold claimed waits for it instead "
+        "(`session_summary_fold_elsewhere`). Lost races are `session_summary_lost_race` lines in Langflow's log "
+        "(a fold call whose compare-and-swap lost, possible only once a claim ran out); problem events are "
+        "`session_memory_fallback`, `session_summary_fold_failed` and `session_summary_paused`.",
         "",
         *rows,
         "",
         f"Folds committed (sum of `folded_count` / 20): **{c.folds_committed}**, from {fold_calls} fold calls to "
         f"the model: {c.memory.lost_races} lost the compare-and-swap to another worker folding the same batch, and "
-        "their summaries were discarded. State rows whose `folded_count` equals the stored messages up to their "
+        f"their summaries were discarded; {c.memory.folds_waited} turns found the fold claimed by another worker "
+        "and used its result without a model call. State rows whose `folded_count` equals the stored messages up "
+        "to their "
         f"cursor (nothing folded twice or skipped): **{c.consistent_rows}/{c.state_rows}**.",
         "",
         f"![concurrency]({FIGURES['concurrency']})",

@@ -1,5 +1,6 @@
 """The turn rules on SQLite and PostgreSQL, with real rows in Langflow's message table."""
 
+import asyncio
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -167,6 +168,7 @@ async def test_lost_race_uses_the_winners_summary(service, sessions, key, clock,
 
     class RacingModel(ScriptedChatModel):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            clock.now += timedelta(hours=1)  # this worker's claim runs out while its model call hangs
             other_worker = SessionMemoryService(sessions=sessions, clock=clock)
             await other_worker.build_history(Turn(key, WINDOW, uuid.uuid4()), ScriptedChatModel(script=[winner]))
             return self._generate(messages)
@@ -176,9 +178,47 @@ async def test_lost_race_uses_the_winners_summary(service, sessions, key, clock,
 
     state = await row(sessions, key)
     assert (state.summary, state.version, state.folded_count) == (winner, 1, 20)
+    assert state.fold_claimed_until is None
     assert history.summary == winner
     assert texts(history)[0].endswith(winner)
     assert any(log["event"].startswith("session_summary_lost_race") for log in logs)
+
+
+async def test_overlapping_turns_on_two_workers_make_one_fold_call(sessions, key, clock, captured_logs):
+    rows, _ = await seed(sessions, key, 20 + WINDOW)
+
+    class SlowModel(ScriptedChatModel):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            await asyncio.sleep(0.5)
+            return self._generate(messages)
+
+    model = SlowModel()
+    workers = [SessionMemoryService(sessions=sessions, clock=clock) for _ in range(2)]
+    turn = Turn(key, WINDOW, rows[-1].id)  # e.g. a client that retried its request on another worker
+
+    first, second = await asyncio.gather(*(worker.build_history(turn, model) for worker in workers))
+
+    assert len(model.calls) == 1
+    assert first.summary == second.summary != ""
+    assert texts(first) == texts(second)
+    state = await row(sessions, key)
+    assert (state.version, state.folded_count, state.fold_claimed_until) == (1, 20, None)
+    assert any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
+
+
+async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, clock):
+    _, turn = await seed(sessions, key, 20 + WINDOW)
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        assert await store.claim_fold(session, seen, clock.now + timedelta(minutes=1), clock.now)
+
+    clock.now += timedelta(minutes=2)
+    model = ScriptedChatModel()
+    history = await service.build_history(turn, model)
+
+    assert len(model.calls) == 1
+    assert history.folded == 20
+    assert (await row(sessions, key)).fold_claimed_until is None
 
 
 async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):

@@ -30,6 +30,7 @@ _STATE_COLUMNS = [
         "version",
         "paused_until",
         "last_error",
+        "fold_claimed_until",
     )
 ]
 _BEFORE_ANY_MESSAGE = datetime(1, 1, 1, tzinfo=UTC)

@@ -54,6 +54,7 @@ class SessionMemoryState(SessionMemoryBase, table=True):
     version: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default=text("0")))
     paused_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    fold_claimed_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     created_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
     updated_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
 
@@ -87,6 +88,11 @@ class SessionState:
     version: int = 0
     paused_until: datetime | None = None
     last_error: str | None = None
+    fold_claimed_until: datetime | None = None
 
     def is_paused(self, now: datetime) -> bool:
         return self.paused_until is not None and now < self.paused_until
+
+    def is_claimed(self, now: datetime) -> bool:
+        """Whether a worker is folding this session now (its claim has not run out)."""
+        return self.fold_claimed_until is not None and now < self.fold_claimed_until

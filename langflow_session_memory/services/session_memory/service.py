@@ -6,6 +6,7 @@ failure here degrades to the previous summary or to Langflow's stock history; a 
 turn never fails because of memory.
 """
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -34,6 +35,8 @@ from langflow_session_memory.services.session_memory.planner import (
 )
 
 FOLD_PAUSE = timedelta(minutes=10)
+CLAIM_MARGIN = timedelta(seconds=5)
+CLAIM_POLL_SECONDS = 0.1
 REMEMBERED_TURNS = 1024
 SUMMARY_SENDER_NAME = "Session memory"
 SUMMARY_FRAME = (
@@ -79,7 +82,7 @@ class _FoldOutcome:
     folded: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    lost_race: bool = False
+    folded_elsewhere: bool = False  # another worker's fold (claimed, or won the compare-and-swap) is used
 
 
 @dataclass
@@ -128,7 +131,7 @@ class SessionMemoryService:
             window, state, gap = await self._read(turn)
             visible, overflow, plan = self._plan(turn, window, state, gap, compact=compact)
         outcome = await self._fold_batches(state, plan.batches, llm) if plan.batches else _FoldOutcome(state=state)
-        if outcome.lost_race:
+        if outcome.folded_elsewhere:
             # Another worker folded first: send what its row leaves unfolded, as a turn without a fold would.
             window, sent_state, gap = await self._read(turn)
             history_rows = [*unfolded_tail(gap, 0, self.batch_size), *_visible(turn, window)]
@@ -239,7 +242,25 @@ class SessionMemoryService:
     async def _fold_batches(
         self, state: SessionState, batches: Sequence[Sequence[MessageTable]], llm: BaseChatModel
     ) -> _FoldOutcome:
-        """Fold batch by batch, committing each with compare-and-swap so progress is durable."""
+        """Claim the session's fold, then fold batch by batch, committing each with compare-and-swap.
+
+        Without the claim (another worker is folding, or the row moved on since it was
+        read) no model is called: the turn waits for that fold and uses its row.
+        """
+        claim = await self._claim(state, len(batches))
+        if claim is None:
+            await self._wait_for_fold_elsewhere(state.key)
+            return _FoldOutcome(state=state, folded_elsewhere=True)
+        try:
+            return await self._fold_claimed(state, batches, llm)
+        finally:
+            async with self.sessions() as session:
+                await store.release_fold(session, state.key, claim)
+                await session.commit()
+
+    async def _fold_claimed(
+        self, state: SessionState, batches: Sequence[Sequence[MessageTable]], llm: BaseChatModel
+    ) -> _FoldOutcome:
         outcome = _FoldOutcome(state=state)
         for batch in batches:
             started, summary_before = time.perf_counter(), outcome.state.summary
@@ -265,7 +286,7 @@ class SessionMemoryService:
                     f"session_summary_lost_race session_id={state.key.session_id!r} "
                     f"seen_version={outcome.state.version} winner_version={current.version}"
                 )
-                outcome.state, outcome.lost_race = current, True
+                outcome.state, outcome.folded_elsewhere = current, True
                 return outcome
             outcome.state = current
             outcome.folded += len(batch)
@@ -275,6 +296,31 @@ class SessionMemoryService:
                 f"summary_words_after={summarizer.word_count(result.summary)} version={current.version}"
             )
         return outcome
+
+    async def _claim(self, state: SessionState, batch_count: int) -> datetime | None:
+        """Claim the fold for as long as its model calls may take; None when another worker has it."""
+        now = self.clock()
+        until = now + timedelta(seconds=self.fold_timeout * batch_count) + CLAIM_MARGIN
+        async with self.sessions() as session:
+            if state.version == 0:
+                await store.create_if_absent(session, state.key)
+            claimed = await store.claim_fold(session, state, until, now)
+            await session.commit()
+        return until if claimed else None
+
+    async def _wait_for_fold_elsewhere(self, key: SessionKey) -> None:
+        """Wait while another worker's claim holds, at most one fold timeout; then the turn reads its row."""
+        started = time.perf_counter()
+        while time.perf_counter() - started < self.fold_timeout:
+            async with self.sessions() as session:
+                current = await store.load(session, key)
+            if current is None or not current.is_claimed(self.clock()):
+                break
+            await asyncio.sleep(CLAIM_POLL_SECONDS)
+        await logger.ainfo(
+            f"session_summary_fold_elsewhere waited_ms={round((time.perf_counter() - started) * 1000)} "
+            f"session_id={key.session_id!r}"
+        )
 
     async def _commit(self, seen: SessionState, new: SessionState) -> tuple[bool, SessionState]:
         """Compare-and-swap ``new`` over ``seen``; returns whether we won and the row as it now is."""

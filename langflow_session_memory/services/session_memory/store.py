@@ -8,7 +8,7 @@ Langflow's own transaction.
 
 from datetime import datetime
 
-from sqlalchemy import and_, delete, exists, select, update
+from sqlalchemy import and_, delete, exists, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -48,6 +48,7 @@ def to_state(key: SessionKey, row) -> SessionState:
         version=row.version,
         paused_until=row.paused_until,
         last_error=row.last_error,
+        fold_claimed_until=row.fold_claimed_until,
     )
 
 
@@ -96,6 +97,33 @@ async def compare_and_swap(session: AsyncSession, seen: SessionState, new: Sessi
     )
     result = await session.execute(statement)
     return result.rowcount == 1
+
+
+async def claim_fold(session: AsyncSession, seen: SessionState, until: datetime, now: datetime) -> bool:
+    """Take the session's fold until ``until`` if the row is still ``seen`` and no claim holds; True if taken.
+
+    The version is not bumped: the claim only keeps other workers from calling the model
+    for the same batch; the fold itself still commits with :func:`compare_and_swap`.
+    """
+    table = SessionMemoryState.__table__
+    statement = (
+        update(table)
+        .where(
+            key_filter(seen.key),
+            table.c.version == seen.version,
+            or_(table.c.fold_claimed_until.is_(None), table.c.fold_claimed_until <= now),
+        )
+        .values(fold_claimed_until=until)
+    )
+    return (await session.execute(statement)).rowcount == 1
+
+
+async def release_fold(session: AsyncSession, key: SessionKey, until: datetime) -> None:
+    """Give the claim back, unless it ran out and another worker holds its own claim now."""
+    table = SessionMemoryState.__table__
+    await session.execute(
+        update(table).where(key_filter(key), table.c.fold_claimed_until == until).values(fold_claimed_until=None)
+    )
 
 
 async def pause(session: AsyncSession, key: SessionKey, until: datetime, reason: str) -> None:
