@@ -3,15 +3,22 @@
 import asyncio
 import subprocess
 import sys
+import uuid
+from datetime import UTC, datetime
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import insert, inspect, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.model import TABLE_NAME, session_memory_metadata
+from langflow_session_memory.services.session_memory.model import (
+    TABLE_NAME,
+    SessionMemoryState,
+    session_memory_metadata,
+)
 from tests.databases import fresh_postgres_database
 
 REVISION_FILES = sorted((runner.SCRIPT_LOCATION / "versions").glob("*.py"))
@@ -41,6 +48,31 @@ async def test_upgrade_downgrade_upgrade(database_url):
 
     await runner.upgrade(database_url)
     assert TABLE_NAME in await _run_sync(database_url, _tables)
+
+
+async def test_fold_claim_column_comes_and_goes_with_rows_and_key_kept(database_url):
+    now = datetime.now(UTC)
+    row = insert(SessionMemoryState.__table__).values(  # only these columns: valid at sm0001 too
+        flow_id=uuid.uuid4(), owner_id=uuid.uuid4(), session_id="s", summary="notes", created_at=now, updated_at=now
+    )
+    await runner.upgrade(database_url, "sm0001")
+    await _run_sync(database_url, lambda connection: connection.execute(row))
+
+    await runner.upgrade(database_url, "sm0002")
+    assert "fold_claimed_until" in await _run_sync(database_url, _columns)
+    await runner.downgrade(database_url, "sm0001")
+    assert "fold_claimed_until" not in await _run_sync(database_url, _columns)
+
+    def summaries(connection):
+        return connection.execute(text(f"SELECT summary FROM {TABLE_NAME}")).scalars().all()
+
+    assert await _run_sync(database_url, summaries) == ["notes"]
+    with pytest.raises(IntegrityError):  # the unique key survived the table rebuild
+        await _run_sync(database_url, lambda connection: connection.execute(row))
+
+
+def _columns(connection) -> set[str]:
+    return {column["name"] for column in inspect(connection).get_columns(TABLE_NAME)}
 
 
 async def test_second_upgrade_is_a_no_op(database_url):
