@@ -6,10 +6,10 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import delete, event
 
 from langflow_session_memory.services.session_memory import store
-from langflow_session_memory.services.session_memory.model import SessionKey, SessionState
+from langflow_session_memory.services.session_memory.model import SessionKey, SessionMemoryState, SessionState
 from langflow_session_memory.services.session_memory.service import (
     SUMMARY_ACKNOWLEDGEMENT,
     SUMMARY_FRAME,
@@ -204,6 +204,21 @@ async def test_overlapping_turns_on_two_workers_make_one_fold_call(sessions, key
     state = await row(sessions, key)
     assert (state.version, state.folded_count, state.fold_claimed_until) == (1, 20, None)
     assert any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
+
+
+async def test_a_session_deleted_while_the_model_folds_stays_deleted(service, sessions, key):
+    _, turn = await seed(sessions, key, 20 + WINDOW)
+
+    class DeletingModel(ScriptedChatModel):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            async with sessions.begin() as session:  # what the cleanup listener does when the session goes
+                await session.execute(delete(SessionMemoryState).where(SessionMemoryState.session_id == key.session_id))
+            return self._generate(messages)
+
+    history = await service.build_history(turn, DeletingModel())
+
+    assert await row(sessions, key) is None
+    assert history.summary == ""
 
 
 async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, clock):

@@ -323,15 +323,17 @@ class SessionMemoryService:
         )
 
     async def _commit(self, seen: SessionState, new: SessionState) -> tuple[bool, SessionState]:
-        """Compare-and-swap ``new`` over ``seen``; returns whether we won and the row as it now is."""
+        """Compare-and-swap ``new`` over ``seen``; returns whether we won and the row as it now is.
+
+        The claim created the row; if it is gone now, its session was deleted while the
+        model ran, and the summary of deleted messages must not bring it back.
+        """
         async with self.sessions() as session:
-            if seen.version == 0:
-                await store.create_if_absent(session, seen.key)
             won = await store.compare_and_swap(session, seen, new)
             await session.commit()
             if won:
                 return True, replace(new, version=seen.version + 1)
-            return False, await store.load(session, seen.key)
+            return False, await store.load(session, seen.key) or SessionState(key=seen.key)
 
     async def _pause(self, key: SessionKey, error: Exception) -> None:
         reason = f"{type(error).__name__}: {error}"[:500]
