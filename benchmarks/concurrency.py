@@ -4,7 +4,7 @@ Each worker process initialises Langflow's services on the shared database (as a
 multi-worker Langflow deployment does) and runs Chat Input -> Agent -> Chat Output turns.
 All workers walk the same sessions in the same order, re-aligned by a barrier every
 round, so turns on one session overlap and workers try to fold the same batch at the
-same time: exactly the compare-and-swap race.
+same time: what the fold claim and the compare-and-swap are for.
 The stock Agent does the same work in its own flow. The two alternate in phases ordered
 stock, switch on, switch on, stock, ... (each phase a share of the rounds), so whatever
 drifts during the run (a growing table, autovacuum, warming caches) hits both alike; a
