@@ -489,13 +489,7 @@ def plot(results: BenchResults, docs: Path) -> list[Path]:
         left.set_xlabel("turn")
         left.set_ylabel("turn latency ms")
         left.legend(fontsize=8)
-        labels = ["p50", "p95"]
-        ratios = [memory.p50 / stock.p50, memory.p95 / stock.p95]
-        right.bar(labels, ratios, color="tab:blue")
-        right.axhline(1.0, color="black", linewidth=0.5)
-        right.set_ylabel("switch on / stock")
-        for index, value in enumerate(ratios):
-            right.annotate(f"{value:.2f}x", (index, value), ha="center", va="bottom")
+        _ratio_bars(right, ["p50", "p95"], [memory.p50 / stock.p50, memory.p95 / stock.p95], "switch on / stock")
         save(figure, "latency")
 
     if results.concurrency:
@@ -515,13 +509,18 @@ def plot(results: BenchResults, docs: Path) -> list[Path]:
         figure, axis = pyplot.subplots(figsize=(6, 4))
         backends = list(results.cleanup)
         ratios = [results.cleanup[b]["ratio"] for b in backends]
-        axis.bar(backends, ratios, color="tab:blue")
-        axis.axhline(1.0, color="black", linewidth=0.5)
-        axis.set_ylabel("session delete, with / without listener")
-        for index, value in enumerate(ratios):
-            axis.annotate(f"{value:.2f}x", (index, value), ha="center", va="bottom")
+        _ratio_bars(axis, backends, ratios, "session delete, with / without listener")
         save(figure, "cleanup")
     return written
+
+
+def _ratio_bars(axis, labels: list[str], ratios: list[float], ylabel: str) -> None:
+    """Bars of ratios against the stock Agent, a line at 1.0, each bar labelled."""
+    axis.bar(labels, ratios, color="tab:blue")
+    axis.axhline(1.0, color="black", linewidth=0.5)
+    axis.set_ylabel(ylabel)
+    for index, value in enumerate(ratios):
+        axis.annotate(f"{value:.2f}x", (index, value), ha="center", va="bottom")
 
 
 def _running_ratio(numerator: list[int], denominator: list[int]) -> list[float]:
