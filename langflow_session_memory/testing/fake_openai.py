@@ -29,6 +29,10 @@ Token estimate (in ``usage`` and for ``context_limit_tokens``): prompt_tokens = 
 Knobs live in ``FakeModelConfig``; they can be changed on a running server with ``POST /_control`` (JSON body of
 fields) and read with ``GET /_control``. ``fail_only_summaries`` limits the faults (``fail_status``, ``timeout_s``,
 ``empty_output``, ``garbage_output``) to summarization requests so the chat path stays healthy.
+
+Like OpenAI, reasoning models (``gpt-5*`` except ``*chat*``, ``o1*``, ``o3*``, ``o4*``) reject a ``temperature``
+other than 1 with HTTP 400 ``unsupported_value`` and OpenAI's exact message; turn this off with
+``reject_temperature_for_reasoning_models=False`` (``--allow-any-temperature``).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from langflow_session_memory.services.session_memory.summarizer import SUMMARY_REQUEST_MARKER
 
 SUMMARY_MARKER = SUMMARY_REQUEST_MARKER
-MODELS = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini")
+MODELS = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "gpt-5.4-mini", "gpt-5.4", "o3-mini")
 SUMMARY_WORD_LIMIT = 300
 
 FACT_TOKEN = re.compile(r"\b[A-Z][A-Z0-9]*-\d+\b|\b[A-Z]{2,}\b")
@@ -93,6 +97,7 @@ class FakeModelConfig:
     context_limit_tokens: int | None = None
     strict_alternation: bool = False
     request_log: str | None = None
+    reject_temperature_for_reasoning_models: bool = True
 
 
 def content_text(content: Any) -> str:
@@ -188,6 +193,24 @@ def chat_answer(messages: list[dict]) -> str:
     return "From our conversation: " + ", ".join(found) if found else "I don't know."
 
 
+def is_reasoning_model(model: Any) -> bool:
+    name = str(model or "")
+    return (name.startswith("gpt-5") and "chat" not in name) or name.startswith(("o1", "o3", "o4"))
+
+
+def temperature_error(body: dict) -> str | None:
+    """Mimic OpenAI's reasoning models: only the default temperature (1) is accepted."""
+    temperature = body.get("temperature")
+    if temperature is None or temperature == 1 or not is_reasoning_model(body.get("model")):
+        return None
+    # OpenAI prints the number as JSON would: 0, not 0.0.
+    shown = int(temperature) if isinstance(temperature, float) and temperature.is_integer() else temperature
+    return (
+        f"Unsupported value: 'temperature' does not support {shown} with this model. "
+        "Only the default (1) value is supported."
+    )
+
+
 def alternation_error(messages: list[dict]) -> str | None:
     """Mimic strict providers: roles must alternate, starting with user; tool results follow a tool call."""
     turns = [m for m in messages if m.get("role") not in ("system", "developer")]
@@ -271,6 +294,9 @@ def build_app(config: FakeModelConfig) -> FastAPI:
 
         await asyncio.sleep(config.latency_s + (config.timeout_s if faults_apply else 0.0))
 
+        if config.reject_temperature_for_reasoning_models and (problem := temperature_error(body)):
+            await record(kind, body, 400, prompt_tokens, 0)
+            return error_response(400, problem, code="unsupported_value", param="temperature")
         limit = config.context_limit_tokens
         if limit is not None and prompt_tokens > limit:
             await record(kind, body, 400, prompt_tokens, 0)
@@ -383,6 +409,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--garbage-output", action="store_true", help="answer 2000 words of non-summary text")
     parser.add_argument("--context-limit-tokens", type=int, help="reject larger prompts with context_length_exceeded")
     parser.add_argument("--strict-alternation", action="store_true", help="reject non-alternating roles with 400")
+    parser.add_argument(
+        "--allow-any-temperature",
+        dest="reject_temperature_for_reasoning_models",
+        action="store_false",
+        help="let reasoning models (gpt-5*, o1/o3/o4*) accept any temperature, unlike OpenAI",
+    )
     parser.add_argument("--request-log", help="append every request as a JSON line to this file")
     args = vars(parser.parse_args(argv))
     host, port = args.pop("host"), args.pop("port")

@@ -3,6 +3,7 @@
 import json
 
 import httpx
+import openai
 import pytest
 from langchain_openai import ChatOpenAI
 
@@ -27,7 +28,7 @@ def server():
 
 def test_models_list(server):
     ids = {m["id"] for m in httpx.get(f"{server.base_url}/models").json()["data"]}
-    assert {"gpt-4o-mini", "gpt-4o", "gpt-4.1-mini"} <= ids
+    assert {"gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "gpt-5.4-mini", "gpt-5.4", "o3-mini"} <= ids
 
 
 def test_non_stream_answer_and_usage(server):
@@ -205,3 +206,57 @@ def test_output_faults_and_timeout(server):
     server.config.timeout_s = 5
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{server.base_url}/chat/completions", json={"messages": messages}, timeout=0.2)
+
+
+@pytest.mark.parametrize(("temperature", "shown"), [(0, "0"), (0.0, "0"), (0.2, "0.2")])
+def test_reasoning_model_rejects_non_default_temperature(server, temperature, shown):
+    messages = [{"role": "user", "content": "hi"}]
+    response = chat(server, messages, model="gpt-5.4-mini", temperature=temperature)
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": {
+            "message": f"Unsupported value: 'temperature' does not support {shown} with this model. "
+            "Only the default (1) value is supported.",
+            "type": "invalid_request_error",
+            "param": "temperature",
+            "code": "unsupported_value",
+        }
+    }
+    assert [(r["kind"], r["status"]) for r in server.requests()] == [("chat", 400)]
+    assert server.requests()[0]["body"]["temperature"] == temperature
+
+
+@pytest.mark.parametrize(
+    ("model", "extra"),
+    [
+        ("gpt-5.4-mini", {}),
+        ("gpt-5.4-mini", {"temperature": None}),
+        ("gpt-5.4-mini", {"temperature": 1}),
+        ("gpt-5-chat-latest", {"temperature": 0}),
+        ("gpt-4o-mini", {"temperature": 0}),
+    ],
+)
+def test_temperature_accepted(server, model, extra):
+    assert answer(chat(server, [{"role": "user", "content": "hi"}], model=model, **extra)) == "OK: hi"
+
+
+@pytest.mark.parametrize("model", ["gpt-5.4", "o1", "o3-mini", "o4-mini"])
+def test_other_reasoning_models_reject_temperature(server, model):
+    assert chat(server, [{"role": "user", "content": "hi"}], model=model, temperature=0).status_code == 400
+
+
+def test_temperature_check_can_be_turned_off():
+    with run_in_thread(FakeModelConfig(reject_temperature_for_reasoning_models=False)) as server:
+        response = chat(server, [{"role": "user", "content": "hi"}], model="gpt-5.4-mini", temperature=0)
+    assert answer(response) == "OK: hi"
+
+
+def test_langchain_client_sees_openai_temperature_error(server):
+    plain = ChatOpenAI(model="gpt-5.4-mini", base_url=server.base_url, api_key="sk-local")
+    with pytest.raises(openai.BadRequestError, match="'temperature' does not support"):
+        plain.model_copy(update={"temperature": 0}).invoke("hi")
+    # ChatOpenAI's constructor drops the temperature for gpt-5 models, so this one answers.
+    validated = ChatOpenAI(model="gpt-5.4-mini", temperature=0, base_url=server.base_url, api_key="sk-local")
+    assert validated.invoke("hi").content == "OK: hi"
+    sent = [(r["body"].get("temperature"), r["status"]) for r in server.requests()]
+    assert sent == [(0, 400), (None, 200)]
