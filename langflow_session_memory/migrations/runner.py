@@ -14,8 +14,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, event, pool
+from sqlalchemy import Connection, event, inspect, pool
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from langflow_session_memory.services.session_memory.model import TABLE_NAME
 
 VERSION_TABLE = "alembic_version_session_memory"
 # Distinct from Langflow's own migration lock so the two never wait on each other.
@@ -78,7 +80,23 @@ async def _run_command(url: str, action, revision: str) -> None:
         await engine.dispose()
 
 
+def _recorded_without_table(connection: Connection) -> bool:
+    return _current_revision(connection) is not None and not inspect(connection).has_table(TABLE_NAME)
+
+
 async def upgrade(url: str, revision: str = "head") -> None:
+    """Upgrade; a recorded revision without our table (dropped, a restored backup) is replayed from the start.
+
+    Every revision checks what exists before it creates anything, so replaying is safe.
+    """
+    engine = _migration_engine(url)
+    try:
+        async with engine.connect() as connection:
+            replay = await connection.run_sync(_recorded_without_table)
+    finally:
+        await engine.dispose()
+    if replay:
+        await _run_command(url, command.stamp, "base")
     await _run_command(url, command.upgrade, revision)
 
 

@@ -50,18 +50,20 @@ async def test_upgrade_downgrade_upgrade(database_url):
     assert TABLE_NAME in await _run_sync(database_url, _tables)
 
 
-async def test_fold_claim_column_comes_and_goes_with_rows_and_key_kept(database_url):
+@pytest.mark.parametrize(("revision", "column"), [("sm0002", "fold_claimed_until"), ("sm0003", "last_call_tokens")])
+async def test_added_column_comes_and_goes_with_rows_and_key_kept(database_url, revision, column):
     now = datetime.now(UTC)
     row = insert(SessionMemoryState.__table__).values(  # only these columns: valid at sm0001 too
         flow_id=uuid.uuid4(), owner_id=uuid.uuid4(), session_id="s", summary="notes", created_at=now, updated_at=now
     )
-    await runner.upgrade(database_url, "sm0001")
+    previous = f"sm{int(revision[2:]) - 1:04d}"
+    await runner.upgrade(database_url, previous)
     await _run_sync(database_url, lambda connection: connection.execute(row))
 
-    await runner.upgrade(database_url, "sm0002")
-    assert "fold_claimed_until" in await _run_sync(database_url, _columns)
-    await runner.downgrade(database_url, "sm0001")
-    assert "fold_claimed_until" not in await _run_sync(database_url, _columns)
+    await runner.upgrade(database_url, revision)
+    assert column in await _run_sync(database_url, _columns)
+    await runner.downgrade(database_url, previous)
+    assert column not in await _run_sync(database_url, _columns)
 
     def summaries(connection):
         return connection.execute(text(f"SELECT summary FROM {TABLE_NAME}")).scalars().all()
@@ -73,6 +75,17 @@ async def test_fold_claim_column_comes_and_goes_with_rows_and_key_kept(database_
 
 def _columns(connection) -> set[str]:
     return {column["name"] for column in inspect(connection).get_columns(TABLE_NAME)}
+
+
+async def test_migrate_restores_a_dropped_table_that_the_version_table_still_records(database_url):
+    await runner.upgrade(database_url)
+    await _run_sync(database_url, lambda connection: connection.execute(text(f"DROP TABLE {TABLE_NAME}")))
+    assert await runner.current_revision(database_url) == runner.head_revision()
+
+    await runner.upgrade(database_url)
+
+    assert set(SessionMemoryState.__table__.columns.keys()) <= await _run_sync(database_url, _columns)
+    assert await runner.current_revision(database_url) == runner.head_revision()
 
 
 async def test_second_upgrade_is_a_no_op(database_url):

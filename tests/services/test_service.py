@@ -225,7 +225,7 @@ async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, cl
     _, turn = await seed(sessions, key, 20 + WINDOW)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
-        assert await store.claim_fold(session, seen, clock.now + timedelta(minutes=1), clock.now)
+        assert await store.claim_fold(session, seen, clock.now + timedelta(minutes=1), clock.now, service.longest_claim)
 
     clock.now += timedelta(minutes=2)
     model = ScriptedChatModel()
@@ -242,7 +242,8 @@ async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
     first = await service.build_history(turn, model)
     again = await service.build_history(turn, model)
     assert len(model.calls) == 1
-    assert again == first
+    assert texts(again) == texts(first)
+    assert (again.folded, again.input_tokens, again.output_tokens) == (20, 100, 10)  # the retry reports the fold
 
 
 async def test_zero_messages_touches_no_table(clock, key):
@@ -311,7 +312,7 @@ async def test_a_turn_without_a_fold_issues_a_constant_number_of_statements(sess
     assert statements[0].lstrip().upper().startswith("SELECT")
 
 
-async def test_with_every_message_folded_the_turn_still_sends_the_summary(service, sessions, key):
+async def test_with_every_message_folded_the_turn_sends_the_summary_and_its_own_window(service, sessions, key):
     rows, _ = await seed(sessions, key, 30)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
@@ -320,7 +321,9 @@ async def test_with_every_message_folded_the_turn_still_sends_the_summary(servic
 
     history = await service.build_history(Turn(key, WINDOW, uuid.uuid4()), ScriptedChatModel())
 
-    assert texts(history) == [SUMMARY_FRAME.format(summary="notes"), SUMMARY_ACKNOWLEDGEMENT]
+    assert texts(history) == [SUMMARY_FRAME.format(summary="notes"), SUMMARY_ACKNOWLEDGEMENT] + [
+        r.text for r in rows[-WINDOW:]
+    ]
 
 
 async def test_a_context_folds_and_sends_only_its_own_messages(service, sessions, key):
@@ -363,8 +366,16 @@ def with_pasted_log(key, *, usage: dict | None = None):
     return rows
 
 
-async def test_reported_size_over_80_percent_folds_the_window_early(service, sessions, key):
-    rows = await store_rows(sessions, with_pasted_log(key, usage={"input_tokens": 2900, "output_tokens": 100}))
+async def record_last_call(sessions, key, tokens: int) -> None:
+    """What the Agent keeps after a turn whose last model call was large (see agent_history)."""
+    async with sessions.begin() as session:
+        await store.create_if_absent(session, key)
+        await store.record_call_size(session, key, tokens)
+
+
+async def test_last_call_size_over_80_percent_folds_the_window_early(service, sessions, key):
+    rows = await store_rows(sessions, with_pasted_log(key))
+    await record_last_call(sessions, key, 3000)
     model = ScriptedChatModel()
     history = await service.build_history(Turn(key, WINDOW, rows[-1].id, context_window=3600), model)
 
@@ -374,6 +385,17 @@ async def test_reported_size_over_80_percent_folds_the_window_early(service, ses
     raw = [m.text for m in history.messages if m.text.startswith("message ")]
     assert raw == [r.text for r in rows[4:-1]]
     assert (await row(sessions, key)).cursor.message_id == rows[3].id
+
+
+async def test_a_tool_heavy_turn_whose_last_call_stayed_at_60_percent_does_not_fold_early(service, sessions, key):
+    rows = chat_rows(key, WINDOW)  # the stored usage sums a tool loop of five calls: 5 x 2,000 tokens
+    rows[-2].properties = {**rows[-2].properties, "usage": {"input_tokens": 9500, "output_tokens": 500}}
+    await store_rows(sessions, rows)
+    await record_last_call(sessions, key, 2160)
+    model = ScriptedChatModel()
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id, context_window=3600), model)
+    assert model.calls == []
+    assert len(history.messages) == WINDOW - 1
 
 
 async def test_without_reported_usage_the_estimate_triggers_the_early_fold(service, sessions, key):
@@ -397,7 +419,7 @@ async def test_messages_folded_early_are_not_sent_raw_again(service, sessions, k
     rows = await store_rows(sessions, with_pasted_log(key))
     await service.build_history(Turn(key, WINDOW, rows[-1].id, context_window=1800), ScriptedChatModel())
     later = ScriptedChatModel()
-    history = await service.build_history(Turn(key, WINDOW, uuid.uuid4(), context_window=1_000_000), later)
+    history = await service.build_history(Turn(key, WINDOW, uuid.uuid4(), context_window=1800), later)
     assert later.calls == []
     assert [m.text for m in history.messages if m.text.startswith("message ")] == [r.text for r in rows[4:]]
 

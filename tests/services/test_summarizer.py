@@ -1,12 +1,15 @@
 """Summary validation and the fold call: what is rejected, and what the model is asked."""
 
 import pytest
+from langchain_openai import ChatOpenAI
+from lfx.base.models import model_remediation
 
 from langflow_session_memory.services.session_memory.summarizer import (
     SUMMARY_REQUEST_MARKER,
     ChatLine,
     SummaryRejectedError,
     fold,
+    fold_model,
     validate_summary,
 )
 from tests.chat import ScriptedChatModel
@@ -74,3 +77,56 @@ async def test_fold_raises_when_the_model_answers_garbage():
     model = ScriptedChatModel(script=["Sure! Here is a poem about clouds."])
     with pytest.raises(SummaryRejectedError):
         await fold(model, "", BATCH)
+
+
+OPENAI_TEMPERATURE_REFUSAL = (
+    "Error code: 400 - {'error': {'message': \"Unsupported value: 'temperature' does not support 0 with this "
+    "model. Only the default (1) value is supported.\", 'type': 'invalid_request_error', 'param': 'temperature', "
+    "'code': 'unsupported_value'}}"
+)
+
+
+@pytest.fixture
+def remediation_cache():
+    yield
+    model_remediation.reset_remediation_cache()
+
+
+async def test_a_refused_temperature_is_dropped_and_the_fold_retried_once(remediation_cache):
+    model = ScriptedChatModel(script=[ValueError(OPENAI_TEMPERATURE_REFUSAL), GOOD])
+    result = await fold(model, "", BATCH, provider="OpenAI")
+    assert result.summary == GOOD
+    assert model.temperatures == [0, None]
+
+    await fold(model, "", BATCH, provider="OpenAI")  # Langflow now knows this model's constraint
+    assert model.temperatures == [0, None, None]
+
+
+async def test_a_second_refusal_fails_the_fold(remediation_cache):
+    model = ScriptedChatModel(script=[ValueError(OPENAI_TEMPERATURE_REFUSAL), ValueError(OPENAI_TEMPERATURE_REFUSAL)])
+    with pytest.raises(ValueError, match="temperature"):
+        await fold(model, "", BATCH, provider="OpenAI")
+    assert len(model.calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("model_name", "temperature"),
+    [("gpt-5.4-mini", None), ("o3-mini", None), ("gpt-4o-mini", 0), ("gpt-5-chat-latest", 0)],
+)
+def test_temperature_zero_only_where_langchain_and_the_model_profile_allow_it(model_name, temperature):
+    llm = ChatOpenAI(model=model_name, api_key="sk-local", temperature=0.5)
+    assert fold_model(llm, "OpenAI").temperature == temperature
+
+
+async def test_a_fold_without_reported_usage_counts_estimated_tokens():
+    class NoUsageModel(ScriptedChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            result = super()._generate(messages, stop, run_manager, **kwargs)
+            result.generations[0].message.usage_metadata = None
+            return result
+
+    model = NoUsageModel(script=[GOOD])
+    result = await fold(model, "", BATCH)
+    request_characters = [len(message.content) for message in model.calls[0]]
+    assert result.input_tokens == sum(-(-n // 4) + 4 for n in request_characters)
+    assert result.output_tokens == -(-len(GOOD) // 4) + 4

@@ -2,9 +2,10 @@ from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.io import BoolInput, IntInput
 
 from langflow_session_memory.services.session_memory.agent_history import (
-    add_fold_usage,
     agent_model,
+    finish_turn,
     history_with_memory,
+    memory_switched_on,
     run_with_context_recovery,
 )
 
@@ -50,17 +51,17 @@ class SessionMemoryAgentComponent(AgentComponent):
 
     def _get_llm(self):
         llm = super()._get_llm()
-        if not self.summarize_older_messages:
+        if not memory_switched_on(self):
             return llm
         return agent_model(self, llm)
 
     async def get_memory_data(self):
-        if not self.summarize_older_messages:
+        if not memory_switched_on(self):
             return await super().get_memory_data()
         return await history_with_memory(self, stock=super().get_memory_data)
 
     async def run_agent(self, agent):
-        if not self.summarize_older_messages:
+        if not memory_switched_on(self):
             return await super().run_agent(agent)
         result = await run_with_context_recovery(self, agent, super().run_agent)
-        return await add_fold_usage(self, result)
+        return await finish_turn(self, result)

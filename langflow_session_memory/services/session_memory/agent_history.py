@@ -5,10 +5,13 @@ wrong, the Agent gets Langflow's stock history and the turn goes on.
 """
 
 from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from functools import cache
 from uuid import UUID
 
+from langchain_core.callbacks import AsyncCallbackHandler
+from lfx.inputs.validators import validate_boolean
 from lfx.log.logger import logger
 from lfx.memory.flow_context import coerce_flow_id, resolve_message_owner_id, should_persist_messages
 from lfx.schema.message import Message
@@ -16,9 +19,11 @@ from lfx.schema.properties import Usage
 from lfx.utils.langflow_utils import has_langflow_db_backend
 
 from langflow_session_memory.services.session_memory import context_size
+from langflow_session_memory.services.session_memory.reasons import describe
 
 HISTORY_ATTRIBUTE = "_session_memory_history"
 MODEL_ATTRIBUTE = "_session_memory_model"
+CALLS_ATTRIBUTE = "_session_memory_calls"
 CONTEXT_TOO_LONG = (
     "This conversation no longer fits the model's context window, even with older messages summarized. "
     "Shorten your last message or the Agent's instructions, start a new session, or choose a model with a "
@@ -30,24 +35,78 @@ class ContextTooLongError(ValueError):
     """The prompt does not fit even after hard compaction; the text tells the user what to do."""
 
 
+class ModelCalls(AsyncCallbackHandler):
+    """Counts the Agent's model calls in a run and keeps what the provider reported for the last one.
+
+    Attached to the Agent's own model, so it sees every call of the tool loop (and none of
+    the folds, which run on a copy without callbacks). The last call's size is what the
+    next turn's prompt grows from; the usage Langflow stores sums every call of the turn.
+    """
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.last_call_tokens: int | None = None
+
+    async def on_chat_model_start(self, *_args, **_kwargs) -> None:
+        self.started += 1
+
+    async def on_llm_end(self, response, **_kwargs) -> None:
+        for generations in response.generations:
+            for generation in generations:
+                usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
+                if usage.get("input_tokens"):
+                    self.last_call_tokens = int(usage["input_tokens"]) + int(usage.get("output_tokens") or 0)
+
+
+@asynccontextmanager
+async def langflow_database_session():
+    """A session from Langflow's own session maker; the service commits what it writes.
+
+    Not ``session_scope``: that logs any error with its traceback, and SQLAlchemy's error
+    text quotes the statement's parameters, such as the summary being written. Our
+    failures are logged by the service, without text (see ``reasons``).
+    """
+    from lfx.services.deps import get_db_service
+
+    async with get_db_service().async_session_maker() as session:
+        yield session
+
+
 @cache
 def get_session_memory_service():
-    """The process-wide service, on Langflow's own database sessions.
+    """The process-wide service, on Langflow's own database.
 
     Also installs the cleanup listeners, for processes that run flows without building
     Langflow's app (and so without our plugin), such as a worker.
     """
-    from lfx.services.deps import session_scope
-
     from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners
     from langflow_session_memory.services.session_memory.service import SessionMemoryService
 
     install_cleanup_listeners()
-    return SessionMemoryService(sessions=session_scope)
+    return SessionMemoryService(sessions=langflow_database_session)
+
+
+def memory_switched_on(component) -> bool:
+    """The switch as Langflow's BoolInput reads it; off when never set (an Agent built without ``__init__``)."""
+    value = getattr(component, "summarize_older_messages", False)
+    try:
+        return validate_boolean(value)
+    except ValueError:
+        return bool(value)
+
+
+def configured_context_window(component) -> int:
+    """The "Context Window (tokens)" input as a whole number; 0 (use the model's profile) when not one."""
+    value = getattr(component, "context_window_tokens", 0)
+    try:
+        return max(int(value or 0), 0)
+    except (TypeError, ValueError):
+        logger.warning("session_memory_setting_ignored input=context_window_tokens reason=not_a_whole_number")
+        return 0
 
 
 def agent_model(component, llm):
-    """The Agent's model for this run, asked to report usage while streaming.
+    """The Agent's model for this run, asked to report usage, with a counter of its calls.
 
     Some OpenAI-compatible providers report token usage only when asked
     (``stream_usage``); the early fold needs it. Kept on the component so the fold uses
@@ -55,7 +114,11 @@ def agent_model(component, llm):
     """
     if hasattr(llm, "stream_usage") and not llm.stream_usage:
         llm.stream_usage = True
+    calls = ModelCalls()
+    if hasattr(llm, "callbacks"):
+        llm.callbacks = [*(handler for handler in llm.callbacks or [] if not isinstance(handler, ModelCalls)), calls]
     setattr(component, MODEL_ATTRIBUTE, llm)
+    setattr(component, CALLS_ATTRIBUTE, calls)
     return llm
 
 
@@ -71,11 +134,17 @@ def _fixed_tokens(component) -> int:
     )
 
 
-def _turn_of(component):
-    """The turn's key and input, or None when the run has no stored, owned history."""
+def _memory_turn(component):
+    """The turn's key and input, or None wherever memory must not apply (the stock history is then used).
+
+    The one guard for every path: N = 0, no Langflow database (standalone lfx), a run
+    whose messages are not stored, or a run without a flow, an owner or a session.
+    """
     from langflow_session_memory.services.session_memory.model import SessionKey
     from langflow_session_memory.services.session_memory.service import Turn
 
+    if not component.n_messages or not has_langflow_db_backend() or not should_persist_messages():
+        return None
     graph = getattr(component, "graph", None)
     flow_id = coerce_flow_id(getattr(graph, "flow_id", None))
     owner_id = resolve_message_owner_id(graph) if graph is not None else None
@@ -88,14 +157,14 @@ def _turn_of(component):
         session_id=str(graph.session_id),
         context_id=component.context_id or "",
     )
+    provider, _name, _connected = component._selected_model_remediation_context()
     return Turn(
         key=key,
-        n_messages=int(component.n_messages or 0),
+        n_messages=int(component.n_messages),
         input_message_id=_uuid_or_none(input_id),
-        context_window=context_size.context_window(
-            _model_of(component), getattr(component, "context_window_tokens", 0)
-        ),
+        context_window=context_size.context_window(_model_of(component), configured_context_window(component)),
         fixed_tokens=_fixed_tokens(component),
+        provider=provider,
     )
 
 
@@ -106,23 +175,35 @@ def _uuid_or_none(value) -> UUID | None:
         return None
 
 
+async def _with_memory(component, build):
+    """Run ``build(service, turn)``; None where memory does not apply or failed (logged without any text)."""
+    try:
+        turn = _memory_turn(component)
+        if turn is None:
+            return None
+        return turn, await build(get_session_memory_service(), turn)
+    except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
+        await logger.aerror(f"session_memory_fallback reason={describe(error)}")
+        return None
+
+
 async def history_with_memory(component, stock: Callable[[], Awaitable[list[Message]]]) -> list[Message]:
     """The Agent's history with the summary first; the stock history whenever memory cannot apply."""
-    if not component.n_messages or not has_langflow_db_backend() or not should_persist_messages():
+    built = await _with_memory(component, lambda service, turn: service.build_history(turn, _model_of(component)))
+    if built is None:
         return await stock()
-    try:
-        turn = _turn_of(component)
-        if turn is None:
-            return await stock()
-        history = await get_session_memory_service().build_history(turn, _model_of(component))
-    except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
-        await logger.aexception(f"session_memory_fallback reason={type(error).__name__}: {error}")
-        return await stock()
+    _turn, history = built
     setattr(component, HISTORY_ATTRIBUTE, history)
     return history.messages
 
 
-async def add_fold_usage(component, result: Message) -> Message:
+async def finish_turn(component, result: Message) -> Message:
+    """After the Agent answered: add this turn's fold tokens to its usage, keep the last call's size if large."""
+    await _record_call_size(component)
+    return await _add_fold_usage(component, result)
+
+
+async def _add_fold_usage(component, result: Message) -> Message:
     """Add this turn's fold tokens to the usage the Agent reports and stores.
 
     Both places matter: the stored Agent message, and ``_token_usage``, from which
@@ -142,19 +223,50 @@ async def add_fold_usage(component, result: Message) -> Message:
     return result
 
 
+async def _record_call_size(component) -> None:
+    """Store the last model call's size when it may matter to the next turn's early fold.
+
+    Only a size of at least :data:`context_size.RECORD_RATIO` of the window is kept (and a
+    kept one is overwritten or cleared), so an ordinary turn writes nothing.
+    """
+    history = getattr(component, HISTORY_ATTRIBUTE, None)
+    calls = getattr(component, CALLS_ATTRIBUTE, None)
+    if history is None or calls is None or calls.last_call_tokens is None:
+        return
+
+    async def record(service, turn):
+        size = calls.last_call_tokens
+        keep = size if turn.context_window and size >= context_size.RECORD_RATIO * turn.context_window else None
+        if keep != history.recorded_call_tokens:
+            await service.record_call_size(turn.key, keep)
+
+    await _with_memory(component, record)
+
+
 async def run_with_context_recovery(component, agent, run: Callable[[object], Awaitable[Message]]) -> Message:
     """Run the Agent; if the provider says the prompt is too long, compact hard and retry once.
 
-    The user's message is stored once (by Chat Input, before this); the retry only sends
-    a shorter history. A second refusal, or a prompt that cannot shrink below the window,
-    ends the turn with :data:`CONTEXT_TOO_LONG` instead of a provider stack trace.
+    Only a run refused at its first model call is retried: after that a tool may have
+    run, and running the Agent again would run it twice, so such a run ends with
+    :data:`CONTEXT_TOO_LONG`. The user's message is stored once (by Chat Input, before
+    this); the retry only sends a shorter history. A second refusal, or a prompt that
+    cannot shrink below the window, ends the turn with :data:`CONTEXT_TOO_LONG` instead of
+    a provider stack trace.
     """
+    calls = getattr(component, CALLS_ATTRIBUTE, None)
+    started_before = calls.started if calls else 0
     try:
         return await run(agent)
     except Exception as error:
         if not context_size.is_context_length_error(error):
             raise
-        await logger.awarning(f"session_context_overflow attempt=1 result=refused reason={str(error)[:300]!r}")
+        model_calls = (calls.started if calls else 0) - started_before
+        await logger.awarning(
+            f"session_context_overflow attempt=1 result=refused reason={describe(error)!r} model_calls={model_calls}"
+        )
+        if model_calls > 1:
+            await logger.awarning("session_context_overflow attempt=1 action=give_up reason=tools_already_ran")
+            raise ContextTooLongError(CONTEXT_TOO_LONG) from error
         compacted = await _compacted_history(component)
         if compacted is None:
             raise ContextTooLongError(CONTEXT_TOO_LONG) from error
@@ -172,16 +284,10 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
 
 async def _compacted_history(component):
     """The summary-only history, or None when even that cannot fit (so retrying is pointless)."""
-    if not has_langflow_db_backend() or not should_persist_messages():
+    built = await _with_memory(component, lambda service, turn: service.compact(turn, _model_of(component)))
+    if built is None:
         return None
-    try:
-        turn = _turn_of(component)
-        if turn is None:
-            return None
-        history = await get_session_memory_service().compact(turn, _model_of(component))
-    except Exception as error:  # noqa: BLE001 - compaction is best effort; the turn then ends with the clear message
-        await logger.aexception(f"session_memory_fallback reason={type(error).__name__}: {error}")
-        return None
+    turn, history = built
     size_after = turn.fixed_tokens + context_size.estimated_size(m.text for m in history.messages)
     await logger.awarning(
         f"session_context_overflow action=compact size_after={size_after} context_window={turn.context_window} "

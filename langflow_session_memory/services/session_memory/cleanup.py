@@ -11,24 +11,37 @@ events see all of them and fix our rows in the same transaction:
 - ``after_flush``: a renamed session moves its rows; an edited or deleted folded message
   drops its row's summary (the next turn folds the session again).
 
+A change to a message after the cursor bumps the row's ``version`` instead: a fold whose
+batch was read before the change then loses its compare-and-swap and is redone, so deleted
+or edited text never reaches a summary. An Agent answer being completed in place (its
+stored state was ``partial``) is not an edit.
+
+Every statement of ours runs in a SAVEPOINT inside Langflow's transaction: if it fails (our
+table is missing, say) it is rolled back alone, logged once as
+``session_memory_cleanup_failed``, and Langflow's own delete or update commits as it would
+without this extension.
+
 ``sweep_orphans`` (run at start-up and hourly by the plugin) is the backstop for deletions
 made behind Langflow's back, such as raw SQL.
 """
 
+from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
 from langflow.services.database.models.message.model import MessageTable
+from lfx.log.logger import logger
 from sqlalchemy import Connection, and_, delete, event, exists, func, inspect, or_, select, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import ORMExecuteState, Session
 
 from langflow_session_memory.services.session_memory import store
-from langflow_session_memory.services.session_memory.model import TABLE_NAME, SessionMemoryState
+from langflow_session_memory.services.session_memory.model import SessionMemoryState
+from langflow_session_memory.services.session_memory.reasons import describe
 
 STATE = SessionMemoryState.__table__
 MESSAGE = MessageTable.__table__
 KEYS_PER_STATEMENT = 200
-_ready_databases: set[str] = set()
 
 
 def install_cleanup_listeners() -> None:
@@ -39,12 +52,17 @@ def install_cleanup_listeners() -> None:
         event.listen(Session, "after_flush", _on_after_flush)
 
 
-def _state_table_exists(connection: Connection) -> bool:
-    """Whether our migration ran on this database (cached once it has)."""
-    url = connection.engine.url.render_as_string(hide_password=True)
-    if url not in _ready_databases and inspect(connection).has_table(TABLE_NAME):
-        _ready_databases.add(url)
-    return url in _ready_databases
+def _isolated(connection: Connection, action: str, work: Callable[[], None]) -> None:
+    """Run our statements in a SAVEPOINT; on failure roll back only them, log, and let Langflow go on.
+
+    Nothing is cached about the table, so a dropped and restored table works again at
+    once, without a restart.
+    """
+    try:
+        with connection.begin_nested():
+            work()
+    except DBAPIError as error:
+        logger.error(f"session_memory_cleanup_failed action={action} reason={describe(error)}")
 
 
 def _on_orm_execute(state: ORMExecuteState):
@@ -54,8 +72,6 @@ def _on_orm_execute(state: ORMExecuteState):
     if table_name not in {"message", "flow"}:
         return None
     connection = state.session.connection()
-    if not _state_table_exists(connection):
-        return None
     if table_name == "message":
         return _delete_messages(state, connection)
     return _delete_flows(state, connection)
@@ -70,7 +86,8 @@ def _delete_messages(state: ORMExecuteState, connection: Connection):
     touched = touched.group_by(MESSAGE.c.flow_id, MESSAGE.c.user_id, MESSAGE.c.session_id)
     oldest_removed = {(f, u, s): ts for f, u, s, ts in connection.execute(touched) if f is not None and u is not None}
     result = state.invoke_statement()
-    _drop_stale_summaries(connection, oldest_removed)
+    if oldest_removed:
+        _isolated(connection, "delete_messages", lambda: _follow_changes(connection, oldest_removed))
     return result
 
 
@@ -80,8 +97,13 @@ def _delete_flows(state: ORMExecuteState, connection: Connection):
     flow_ids = select(flow_table.c.id) if where is None else select(flow_table.c.id).where(where)
     ids = list(connection.execute(flow_ids).scalars())
     result = state.invoke_statement()
-    for start in range(0, len(ids), KEYS_PER_STATEMENT):
-        connection.execute(delete(STATE).where(STATE.c.flow_id.in_(ids[start : start + KEYS_PER_STATEMENT])))
+
+    def drop_rows() -> None:
+        for start in range(0, len(ids), KEYS_PER_STATEMENT):
+            connection.execute(delete(STATE).where(STATE.c.flow_id.in_(ids[start : start + KEYS_PER_STATEMENT])))
+
+    if ids:
+        _isolated(connection, "delete_flows", drop_rows)
     return result
 
 
@@ -97,14 +119,23 @@ def _no_message_left():
     )
 
 
-def _drop_stale_summaries(connection: Connection, oldest_changed: dict[tuple, datetime]) -> None:
-    """Delete rows whose folded range holds a changed message (at or before the cursor) or that lost every message."""
-    conditions = [
-        and_(_chat(*chat), or_(STATE.c.cursor_timestamp >= oldest, _no_message_left()))
-        for chat, oldest in oldest_changed.items()
-    ]
-    for start in range(0, len(conditions), KEYS_PER_STATEMENT):
-        connection.execute(delete(STATE).where(or_(*conditions[start : start + KEYS_PER_STATEMENT])))
+def _follow_changes(connection: Connection, oldest_changed: dict[tuple, datetime]) -> None:
+    """Keep rows in step with changed (deleted or edited) messages, given the oldest change per chat.
+
+    A row whose folded range holds a changed message (at or before the cursor), or whose
+    chat lost every message, is deleted. Any other row of the chat gets a new version, so
+    a fold in flight, whose batch may hold the changed message, cannot commit.
+    """
+    chats = list(oldest_changed.items())
+    for start in range(0, len(chats), KEYS_PER_STATEMENT):
+        part = chats[start : start + KEYS_PER_STATEMENT]
+        covered = [
+            and_(_chat(*chat), or_(STATE.c.cursor_timestamp >= oldest, _no_message_left())) for chat, oldest in part
+        ]
+        connection.execute(delete(STATE).where(or_(*covered)))
+        connection.execute(
+            update(STATE).where(or_(*(_chat(*chat) for chat, _ in part))).values(version=STATE.c.version + 1)
+        )
 
 
 def _on_after_flush(session: Session, _flush_context) -> None:
@@ -118,17 +149,29 @@ def _on_after_flush(session: Session, _flush_context) -> None:
         old_session_id = attributes.session_id.history.deleted
         if old_session_id and old_session_id[0] != message.session_id:
             renamed.add((message.flow_id, message.user_id, old_session_id[0], message.session_id))
-        if message in session.deleted or attributes.text.history.has_changes():
+        if message in session.deleted or _is_edit(attributes):
             chat = (message.flow_id, message.user_id, message.session_id)
             oldest_changed[chat] = min(message.timestamp, oldest_changed.get(chat, message.timestamp))
     if not renamed and not oldest_changed:
         return
     connection = session.connection()
-    if not _state_table_exists(connection):
-        return
-    for flow_id, owner_id, old, new in renamed:
-        _rename(connection, flow_id, owner_id, old, new)
-    _drop_stale_summaries(connection, oldest_changed)
+
+    def follow() -> None:
+        for flow_id, owner_id, old, new in renamed:
+            _rename(connection, flow_id, owner_id, old, new)
+        if oldest_changed:
+            _follow_changes(connection, oldest_changed)
+
+    _isolated(connection, "update_messages", follow)
+
+
+def _is_edit(attributes) -> bool:
+    """A changed text, unless the message was an answer still being written (stored state ``partial``)."""
+    if not attributes.text.history.has_changes():
+        return False
+    properties = attributes.properties.history
+    before = properties.deleted[0] if properties.deleted else attributes.properties.value
+    return not (isinstance(before, dict) and before.get("state") == "partial")
 
 
 def _rename(connection: Connection, flow_id: UUID, owner_id: UUID, old: str, new: str) -> None:

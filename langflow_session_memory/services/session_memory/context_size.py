@@ -1,18 +1,18 @@
 """How big a turn is against the model's context window, and how to recognise "prompt too long".
 
-Sizes come from what the provider reported for the previous turn (Langflow stores it on
-the Agent's message as ``properties.usage``); where nothing was reported, from a documented
-estimate: ``ceil(characters / 4) + 4`` tokens per message.
+Sizes come from what the provider reported for the last single model call of the previous
+turn (kept in the state row when it reached :data:`RECORD_RATIO` of the window; not the
+usage Langflow stores on the answer, which sums every call of a tool loop), and from a
+documented estimate of what will be sent: ``ceil(characters / 4) + 4`` tokens per message.
 """
 
 import math
 import re
-from collections.abc import Iterable, Sequence
-
-from langflow.services.database.models.message.model import MessageTable
+from collections.abc import Iterable
 
 EARLY_FOLD_RATIO = 0.8
 TARGET_RATIO = 0.5
+RECORD_RATIO = 0.4  # a last call below this share of the window cannot matter to the early fold
 SUMMARY_RESERVE_TOKENS = 400  # a 300-word summary plus its framing
 
 # Provider wordings of a context overflow (OpenAI, Anthropic, Google, Mistral, Ollama, vLLM,
@@ -41,18 +41,6 @@ def is_context_length_error(error: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
-
-
-def reported_size(window: Sequence[MessageTable]) -> int | None:
-    """Input plus output tokens the provider reported for the newest answered turn, if any.
-
-    The answer is counted because it becomes part of the next turn's input.
-    """
-    for row in reversed(window):
-        usage = (row.properties or {}).get("usage") if isinstance(row.properties, dict) else None
-        if usage and usage.get("input_tokens"):
-            return int(usage["input_tokens"]) + int(usage.get("output_tokens") or 0)
-    return None
 
 
 def estimated_size(texts: Iterable[str | None]) -> int:

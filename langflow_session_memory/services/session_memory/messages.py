@@ -8,6 +8,7 @@ LIMIT or a cursor bound; none loads a session.
 """
 
 import functools
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from langflow.services.database.models.message.model import MessageTable
@@ -31,6 +32,7 @@ _STATE_COLUMNS = [
         "paused_until",
         "last_error",
         "fold_claimed_until",
+        "last_call_tokens",
     )
 ]
 _BEFORE_ANY_MESSAGE = datetime(1, 1, 1, tzinfo=UTC)
@@ -146,3 +148,29 @@ async def count_through(session: AsyncSession, key: SessionKey, cursor: Cursor) 
     """How many messages sit at or before the cursor now; differs from ``folded_count`` when the range changed."""
     statement = select(func.count()).select_from(MessageTable.__table__).where(_scope(key), ~_after(cursor))
     return await session.scalar(statement)
+
+
+async def newest(session: AsyncSession, key: SessionKey, limit: int) -> list[MessageTable]:
+    """The newest ``limit`` messages whatever the cursor, ascending: the raw window as the stock Agent reads it.
+
+    Needed only when the fold cursor lies inside the window (another Agent of the flow
+    with a smaller N folded, or this one folded early), where :func:`newest_unfolded`
+    stops at the cursor.
+    """
+    statement = (
+        select(MessageTable).where(_scope(key)).order_by(_columns.timestamp.desc(), _columns.id.desc()).limit(limit)
+    )
+    return list(reversed((await session.execute(statement)).scalars().all()))
+
+
+async def still_stored(session: AsyncSession, batch: Sequence[MessageTable]) -> bool:
+    """Whether every message of ``batch`` is still stored with the text it was read with.
+
+    On PostgreSQL the rows are share-locked, so a delete or an edit still in flight is
+    waited for and then seen; SQLite serialises writers, which gives the same.
+    """
+    statement = select(_columns.id, _columns.text).where(_columns.id.in_([row.id for row in batch]))
+    if session.bind.dialect.name == "postgresql":
+        statement = statement.with_for_update(read=True)
+    stored = dict((await session.execute(statement)).all())
+    return all(row.id in stored and stored[row.id] == row.text for row in batch)

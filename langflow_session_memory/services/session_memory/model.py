@@ -6,7 +6,7 @@ expect, so our table must never be registered there.
 """
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from sqlalchemy import Column, Index, Integer, Text, UniqueConstraint, Uuid, text
@@ -55,6 +55,7 @@ class SessionMemoryState(SessionMemoryBase, table=True):
     paused_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     fold_claimed_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    last_call_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     created_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
     updated_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
 
@@ -89,10 +90,16 @@ class SessionState:
     paused_until: datetime | None = None
     last_error: str | None = None
     fold_claimed_until: datetime | None = None
+    last_call_tokens: int | None = None
 
     def is_paused(self, now: datetime) -> bool:
         return self.paused_until is not None and now < self.paused_until
 
-    def is_claimed(self, now: datetime) -> bool:
-        """Whether a worker is folding this session now (its claim has not run out)."""
-        return self.fold_claimed_until is not None and now < self.fold_claimed_until
+    def is_claimed(self, now: datetime, longest_claim: timedelta) -> bool:
+        """Whether a worker is folding this session now.
+
+        A claim that has run out, or that reaches further than any legitimate claim can
+        (a bad clock, a manual edit), holds nothing.
+        """
+        until = self.fold_claimed_until
+        return until is not None and now < until <= now + longest_claim

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from enum import Enum
 from uuid import UUID
 
 from langchain_core.language_models import BaseChatModel
@@ -27,12 +28,11 @@ from langflow_session_memory.services.session_memory.model import SessionKey, Se
 from langflow_session_memory.services.session_memory.planner import (
     FOLD_BATCH_SIZE,
     MAX_BATCHES_PER_TURN,
-    FoldPlan,
     gap_fetch_limit,
     plan_fold,
     raw_window_start,
-    unfolded_tail,
 )
+from langflow_session_memory.services.session_memory.reasons import describe
 
 FOLD_PAUSE = timedelta(minutes=10)
 CLAIM_MARGIN = timedelta(seconds=5)
@@ -55,7 +55,8 @@ class Turn:
     """One Agent turn: whose history, how many raw messages, and the stored input message.
 
     ``context_window`` (tokens, None when unknown) and ``fixed_tokens`` (the estimated
-    system prompt and input) let a turn that would not fit fold early.
+    system prompt and input) let a turn that would not fit fold early. ``provider`` is the
+    Langflow provider of the Agent's model, for Langflow's remediation of refused parameters.
     """
 
     key: SessionKey
@@ -63,26 +64,50 @@ class Turn:
     input_message_id: UUID | None
     context_window: int | None = None
     fixed_tokens: int = 0
+    provider: str | None = None
 
 
 @dataclass(frozen=True)
 class History:
-    """What the Agent sends as chat history, plus what the fold cost."""
+    """What the Agent sends as chat history, what the fold cost, and the call size the row holds."""
 
     messages: list[Message]
     summary: str = ""
     folded: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    recorded_call_tokens: int | None = None
+
+
+class Mode(Enum):
+    """Why a history is built: a turn as usual, or a retry after the provider refused the prompt as too long."""
+
+    ROUTINE = "routine"
+    COMPACT = "compact"
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What one read gives: the newest N messages, the state row, and the unfolded messages before the window."""
+
+    window: list[MessageTable]
+    state: SessionState
+    gap: list[MessageTable]
+
+
+@dataclass(frozen=True)
+class _TurnPlan:
+    """The messages sent raw, and the batches to fold first."""
+
+    raw: list[MessageTable]
+    batches: tuple[tuple[MessageTable, ...], ...]
 
 
 @dataclass
-class _FoldOutcome:
-    state: SessionState
+class _FoldCost:
     folded: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    folded_elsewhere: bool = False  # another worker's fold (claimed, or won the compare-and-swap) is used
 
 
 @dataclass
@@ -94,26 +119,16 @@ class SessionMemoryService:
     batch_size: int = FOLD_BATCH_SIZE
     max_batches: int = MAX_BATCHES_PER_TURN
     fold_timeout: float = summarizer.FOLD_TIMEOUT_SECONDS
-    _turns: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _folded_turns: OrderedDict = field(default_factory=OrderedDict, repr=False)
+
+    @property
+    def longest_claim(self) -> timedelta:
+        """The longest claim a worker can legitimately hold: a hard compaction's batches, one timeout each."""
+        return timedelta(seconds=self.fold_timeout * COMPACTION_MAX_BATCHES) + CLAIM_MARGIN
 
     async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
-        """The history for ``turn``; the same result again if the Agent retries the turn.
-
-        A turn is recognised by its stored input message; without one it cannot be told
-        from the next, so it is not remembered.
-        """
-        if turn.n_messages <= 0:
-            return History(messages=[])
-        remembered = self._turns.get((turn.key, turn.input_message_id))
-        if remembered is not None:
-            return remembered
-        history = await self._build(turn, llm, compact=False)
-        if turn.input_message_id is None:
-            return history
-        self._turns[(turn.key, turn.input_message_id)] = history
-        while len(self._turns) > REMEMBERED_TURNS:
-            self._turns.popitem(last=False)
-        return history
+        """The history for ``turn``; folding at most once per turn, even when the Agent retries it."""
+        return await self._build(turn, llm, Mode.ROUTINE)
 
     async def compact(self, turn: Turn, llm: BaseChatModel) -> History:
         """The history after the provider refused the prompt as too long: the summary alone.
@@ -121,67 +136,102 @@ class SessionMemoryService:
         Everything stored before the input is folded first (several batches, the last
         one partial); what does not fold is left out of this retry, not lost.
         """
-        return await self._build(turn, llm, compact=True)
+        return await self._build(turn, llm, Mode.COMPACT)
 
-    async def _build(self, turn: Turn, llm: BaseChatModel, *, compact: bool) -> History:
-        window, state, gap = await self._read(turn)
-        visible, overflow, plan = self._plan(turn, window, state, gap, compact=compact)
-        if plan.batches and state.cursor is not None and await self._folded_range_changed(turn, state):
-            await self._reset(state)
-            window, state, gap = await self._read(turn)
-            visible, overflow, plan = self._plan(turn, window, state, gap, compact=compact)
-        outcome = await self._fold_batches(state, plan.batches, llm) if plan.batches else _FoldOutcome(state=state)
-        if outcome.folded_elsewhere:
-            # Another worker folded first: send what its row leaves unfolded, as a turn without a fold would.
-            window, sent_state, gap = await self._read(turn)
-            history_rows = [*unfolded_tail(gap, 0, self.batch_size), *_visible(turn, window)]
-        else:
-            sent_state = outcome.state
-            raw = () if overflow else unfolded_tail(gap, outcome.folded, self.batch_size)
-            history_rows = [*raw, *visible[len(overflow) :]]
+    async def _build(self, turn: Turn, llm: BaseChatModel, mode: Mode) -> History:
+        """Read, plan, fold if the plan says so, then read again and send what the row now leaves.
+
+        Whoever folded (this turn, or another worker first), the history sent is planned
+        from the row as it is after the fold, by the same rules as a turn without a fold.
+        """
+        if turn.n_messages <= 0:
+            return History(messages=[])
+        earlier_fold = self._earlier_fold(turn, mode)
+        reading = await self._read(turn)
+        plan = self._plan(turn, reading, mode, may_fold=earlier_fold is None)
+        cost = earlier_fold or _FoldCost()
+        if plan.batches:
+            if reading.state.cursor is not None and await self._folded_range_changed(turn, reading.state):
+                await self._reset(reading.state)
+                reading = await self._read(turn)
+                plan = self._plan(turn, reading, mode, may_fold=True)
+            if plan.batches:
+                cost = await self._fold_batches(reading.state, plan.batches, llm, turn.provider)
+            self._remember_fold(turn, cost)
+            reading = await self._read(turn)
+            plan = self._plan(turn, reading, mode, may_fold=False)
         history = [
-            *summary_messages(sent_state.summary, history_rows),
-            *[await _to_message(r) for r in history_rows],
+            *summary_messages(reading.state.summary, plan.raw),
+            *[await _to_message(row) for row in plan.raw],
         ]
         return History(
             messages=history,
-            summary=sent_state.summary,
-            folded=outcome.folded,
-            input_tokens=outcome.input_tokens,
-            output_tokens=outcome.output_tokens,
+            summary=reading.state.summary,
+            folded=cost.folded,
+            input_tokens=cost.input_tokens,
+            output_tokens=cost.output_tokens,
+            recorded_call_tokens=reading.state.last_call_tokens,
         )
 
-    def _plan(
-        self, turn: Turn, window: list[MessageTable], state: SessionState, gap: list[MessageTable], *, compact: bool
-    ) -> tuple[list[MessageTable], list[MessageTable], FoldPlan]:
-        """The raw window without the input, its part to fold early, and the fold plan."""
-        visible = _visible(turn, window)
-        overflow = visible if compact else self._overflow(turn, state, window, visible)
-        gap_is_complete = len(gap) < gap_fetch_limit(self.batch_size, self.max_batches)
-        plan = plan_fold(
-            [*gap, *overflow] if overflow and gap_is_complete else gap,
-            paused=state.is_paused(self.clock()),
+    async def record_call_size(self, key: SessionKey, tokens: int | None) -> None:
+        """Keep (or clear) the size of the last model call of this key's turn, for the next early-fold check."""
+        async with self.sessions() as session:
+            await store.record_call_size(session, key, tokens)
+            await session.commit()
+
+    def _earlier_fold(self, turn: Turn, mode: Mode) -> _FoldCost | None:
+        """What an earlier attempt of this turn (same stored input) folded; a retry does not fold again."""
+        if mode is Mode.COMPACT or turn.input_message_id is None:
+            return None
+        return self._folded_turns.get((turn.key, turn.input_message_id))
+
+    def _remember_fold(self, turn: Turn, cost: _FoldCost) -> None:
+        """Note that ``turn`` folded and what it cost: ids and counts only, a bounded number, never text."""
+        if turn.input_message_id is None:
+            return
+        self._folded_turns[(turn.key, turn.input_message_id)] = cost
+        while len(self._folded_turns) > REMEMBERED_TURNS:
+            self._folded_turns.popitem(last=False)
+
+    def _plan(self, turn: Turn, reading: _Reading, mode: Mode, *, may_fold: bool) -> _TurnPlan:
+        """What to send raw and what to fold: the one place that applies the turn rules.
+
+        Routine: the window is sent; the gap is folded in full batches, or sent when fewer
+        than a batch remain. Near the context window (early fold) or after the provider
+        refused the prompt (compaction), the oldest part of the window is folded too (the
+        last batch may be partial) and nothing of the gap is sent; window messages the
+        summary already covers are then simply not sent.
+        """
+        visible = _visible(turn, reading.window)
+        state = reading.state
+        if mode is Mode.COMPACT:
+            raw_start, max_batches = len(visible), COMPACTION_MAX_BATCHES
+        else:
+            raw_start, max_batches = self._early_fold_start(turn, state, visible), self.max_batches
+        to_fold = [row for row in visible[:raw_start] if not _is_folded(row, state)]
+        gap_is_complete = len(reading.gap) < gap_fetch_limit(self.batch_size, self.max_batches)
+        fold = plan_fold(
+            [*reading.gap, *to_fold] if to_fold and gap_is_complete else reading.gap,
+            paused=state.is_paused(self.clock()) or not may_fold,
             batch_size=self.batch_size,
-            max_batches=COMPACTION_MAX_BATCHES if compact else self.max_batches,
-            fold_all=bool(overflow),
+            max_batches=max_batches,
+            fold_all=bool(to_fold),
         )
-        return visible, overflow, plan
+        return _TurnPlan(raw=[*fold.raw_gap, *visible[raw_start:]], batches=fold.batches)
 
-    def _overflow(
-        self, turn: Turn, state: SessionState, window: list[MessageTable], visible: list[MessageTable]
-    ) -> list[MessageTable]:
-        """The oldest raw messages that must be folded now because the prompt nears the context window."""
+    def _early_fold_start(self, turn: Turn, state: SessionState, visible: list[MessageTable]) -> int:
+        """Where the raw part of the window starts: 0, or later when the prompt nears the context window."""
         if not turn.context_window or not visible:
-            return []
+            return 0
         estimate = (
             turn.fixed_tokens
             + context_size.estimate_tokens(state.summary)
             + context_size.estimated_size(row.text for row in visible)
         )
-        # The provider's figure is exact but a turn old; the estimate sees a message stored since.
-        size = max(context_size.reported_size(window) or 0, estimate)
+        # The provider's figure for the last model call is exact but a turn old; the estimate sees a message since.
+        size = max(state.last_call_tokens or 0, estimate)
         if size <= context_size.EARLY_FOLD_RATIO * turn.context_window:
-            return []
+            return 0
         budget = int(context_size.TARGET_RATIO * turn.context_window) - turn.fixed_tokens
         start = raw_window_start(
             [context_size.estimate_tokens(row.text) for row in visible],
@@ -193,27 +243,32 @@ class SessionMemoryService:
             f"session_context_early_fold size_before={size} size_after={size_after} "
             f"context_window={turn.context_window} folded_from_window={start} session_id={turn.key.session_id!r}"
         )
-        return visible[:start]
+        return start
 
-    async def _read(self, turn: Turn) -> tuple[list[MessageTable], SessionState, list[MessageTable]]:
-        """The window (newest N messages after the cursor), the state row and the gap before the window.
+    async def _read(self, turn: Turn) -> _Reading:
+        """The window (the newest N messages), the state row and the unfolded gap before the window.
 
         One statement reads the newest N + gap-limit unfolded messages with the row, so a turn
         without a fold costs one round trip like the stock Agent's. A second query runs only
-        when the gap may be longer than its limit (a backlog: the gap must then start at the
-        cursor) or when no message follows the cursor (the row was not returned).
+        for a backlog (the gap may be longer than its limit and must start at the cursor),
+        when the cursor lies inside the window (the window is then read whatever the
+        cursor: an Agent always sends its own N), or when no message follows the cursor
+        (the row was not returned).
         """
         gap_limit = gap_fetch_limit(self.batch_size, self.max_batches)
+        n = turn.n_messages
         async with self.sessions() as session:
-            unfolded, state = await messages.newest_unfolded(session, turn.key, turn.n_messages + gap_limit)
+            unfolded, state = await messages.newest_unfolded(session, turn.key, n + gap_limit)
             if state is None:
                 state = await store.load(session, turn.key) or SessionState(key=turn.key)
-            window, gap = unfolded[-turn.n_messages :], unfolded[: -turn.n_messages]
+            if len(unfolded) < n and state.cursor is not None:
+                return _Reading(window=await messages.newest(session, turn.key, n), state=state, gap=[])
+            window, gap = unfolded[-n:], unfolded[:-n]
             if len(gap) == gap_limit:
                 gap = await messages.gap(
                     session, turn.key, after=state.cursor, before=messages.cursor_of(window[0]), limit=gap_limit
                 )
-            return window, state, gap
+            return _Reading(window=window, state=state, gap=gap)
 
     async def _folded_range_changed(self, turn: Turn, state: SessionState) -> bool:
         """Whether messages were added behind the cursor or removed from the folded range.
@@ -240,73 +295,104 @@ class SessionMemoryService:
             await session.commit()
 
     async def _fold_batches(
-        self, state: SessionState, batches: Sequence[Sequence[MessageTable]], llm: BaseChatModel
-    ) -> _FoldOutcome:
-        """Claim the session's fold, then fold batch by batch, committing each with compare-and-swap.
+        self,
+        state: SessionState,
+        batches: Sequence[Sequence[MessageTable]],
+        llm: BaseChatModel,
+        provider: str | None,
+    ) -> _FoldCost:
+        """Claim the session's fold, check the batches are still as read, then fold and commit batch by batch.
 
         Without the claim (another worker is folding, or the row moved on since it was
         read) no model is called: the turn waits for that fold and uses its row.
         """
-        claim = await self._claim(state, len(batches))
+        claim = await self._claim(state, batches)
         if claim is None:
             await self._wait_for_fold_elsewhere(state.key)
-            return _FoldOutcome(state=state, folded_elsewhere=True)
+            return _FoldCost()
         try:
-            return await self._fold_claimed(state, batches, llm)
+            if not claim.batches_unchanged:
+                await logger.ainfo(
+                    f"session_summary_fold_discarded reason=messages_changed session_id={state.key.session_id!r}"
+                )
+                return _FoldCost()
+            return await self._fold_claimed(state, batches, llm, provider)
         finally:
             async with self.sessions() as session:
-                await store.release_fold(session, state.key, claim)
+                await store.release_fold(session, state.key, claim.until)
                 await session.commit()
 
     async def _fold_claimed(
-        self, state: SessionState, batches: Sequence[Sequence[MessageTable]], llm: BaseChatModel
-    ) -> _FoldOutcome:
-        outcome = _FoldOutcome(state=state)
+        self,
+        state: SessionState,
+        batches: Sequence[Sequence[MessageTable]],
+        llm: BaseChatModel,
+        provider: str | None,
+    ) -> _FoldCost:
+        cost, seen = _FoldCost(), state
         for batch in batches:
-            started, summary_before = time.perf_counter(), outcome.state.summary
+            started = time.perf_counter()
             lines = [summarizer.ChatLine(role=row.sender, text=row.text or "") for row in batch]
             try:
-                result = await summarizer.fold(llm, outcome.state.summary, lines, timeout_seconds=self.fold_timeout)
-            except Exception as error:  # noqa: BLE001 - any model or validation failure pauses folding, never the turn
-                await self._pause(outcome.state.key, error)
-                return outcome
-            outcome.input_tokens += result.input_tokens
-            outcome.output_tokens += result.output_tokens
-            folded_state = replace(
-                outcome.state,
-                summary=result.summary,
-                cursor=messages.cursor_of(batch[-1]),
-                folded_count=outcome.state.folded_count + len(batch),
-                paused_until=None,
-                last_error=None,
-            )
-            won, current = await self._commit(outcome.state, folded_state)
-            if not won:
-                await logger.ainfo(
-                    f"session_summary_lost_race session_id={state.key.session_id!r} "
-                    f"seen_version={outcome.state.version} winner_version={current.version}"
+                result = await summarizer.fold(
+                    llm, seen.summary, lines, timeout_seconds=self.fold_timeout, provider=provider
                 )
-                outcome.state, outcome.folded_elsewhere = current, True
-                return outcome
-            outcome.state = current
-            outcome.folded += len(batch)
+                folded = replace(
+                    seen,
+                    summary=result.summary,
+                    cursor=messages.cursor_of(batch[-1]),
+                    folded_count=seen.folded_count + len(batch),
+                    paused_until=None,
+                    last_error=None,
+                )
+                won, current = await self._commit(seen, folded)
+            except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
+                await self._pause(seen.key, error)
+                return cost
+            cost.input_tokens += result.input_tokens
+            cost.output_tokens += result.output_tokens
+            if not won:
+                await self._log_lost(seen, current)
+                return cost
+            cost.folded += len(batch)
             await logger.ainfo(
                 f"session_summary_fold latency_ms={round((time.perf_counter() - started) * 1000)} "
-                f"folded={len(batch)} summary_words_before={summarizer.word_count(summary_before)} "
+                f"folded={len(batch)} summary_words_before={summarizer.word_count(seen.summary)} "
                 f"summary_words_after={summarizer.word_count(result.summary)} version={current.version}"
             )
-        return outcome
+            seen = current
+        return cost
 
-    async def _claim(self, state: SessionState, batch_count: int) -> datetime | None:
-        """Claim the fold for as long as its model calls may take; None when another worker has it."""
+    async def _log_lost(self, seen: SessionState, current: SessionState | None) -> None:
+        """Another worker's fold won, or a message of the batch changed (the cleanup listener moved the version)."""
+        session_id = seen.key.session_id
+        if current is not None and current.cursor != seen.cursor:
+            await logger.ainfo(
+                f"session_summary_lost_race session_id={session_id!r} "
+                f"seen_version={seen.version} winner_version={current.version}"
+            )
+        else:
+            await logger.ainfo(f"session_summary_fold_discarded reason=messages_changed session_id={session_id!r}")
+
+    async def _claim(self, state: SessionState, batches: Sequence[Sequence[MessageTable]]) -> "_Claim | None":
+        """Claim the fold for as long as its model calls may take; None when another worker has it.
+
+        With the claim held, any later delete or edit of the session's messages moves the
+        row's version (cleanup listener), so the fold cannot commit. A change made between
+        this turn's read and the claim is caught by reading the batches again here.
+        """
         now = self.clock()
-        until = now + timedelta(seconds=self.fold_timeout * batch_count) + CLAIM_MARGIN
+        until = now + timedelta(seconds=self.fold_timeout * len(batches)) + CLAIM_MARGIN
         async with self.sessions() as session:
             if state.version == 0:
                 await store.create_if_absent(session, state.key)
-            claimed = await store.claim_fold(session, state, until, now)
+            claimed = await store.claim_fold(session, state, until, now, self.longest_claim)
             await session.commit()
-        return until if claimed else None
+            if not claimed:
+                return None
+            unchanged = await messages.still_stored(session, [row for batch in batches for row in batch])
+            await session.commit()
+        return _Claim(until=until, batches_unchanged=unchanged)
 
     async def _wait_for_fold_elsewhere(self, key: SessionKey) -> None:
         """Wait while another worker's claim holds, at most one fold timeout; then the turn reads its row."""
@@ -314,7 +400,7 @@ class SessionMemoryService:
         while time.perf_counter() - started < self.fold_timeout:
             async with self.sessions() as session:
                 current = await store.load(session, key)
-            if current is None or not current.is_claimed(self.clock()):
+            if current is None or not current.is_claimed(self.clock(), self.longest_claim):
                 break
             await asyncio.sleep(CLAIM_POLL_SECONDS)
         await logger.ainfo(
@@ -322,7 +408,7 @@ class SessionMemoryService:
             f"session_id={key.session_id!r}"
         )
 
-    async def _commit(self, seen: SessionState, new: SessionState) -> tuple[bool, SessionState]:
+    async def _commit(self, seen: SessionState, new: SessionState) -> tuple[bool, SessionState | None]:
         """Compare-and-swap ``new`` over ``seen``; returns whether we won and the row as it now is.
 
         The claim created the row; if it is gone now, its session was deleted while the
@@ -333,16 +419,27 @@ class SessionMemoryService:
             await session.commit()
             if won:
                 return True, replace(new, version=seen.version + 1)
-            return False, await store.load(session, seen.key) or SessionState(key=seen.key)
+            return False, await store.load(session, seen.key)
 
     async def _pause(self, key: SessionKey, error: Exception) -> None:
-        reason = f"{type(error).__name__}: {error}"[:500]
+        reason = describe(error)
         until = self.clock() + FOLD_PAUSE
         await logger.awarning(f"session_summary_fold_failed session_id={key.session_id!r} reason={reason!r}")
         async with self.sessions() as session:
             await store.pause(session, key, until, reason)
             await session.commit()
         await logger.awarning(f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()}")
+
+
+@dataclass(frozen=True)
+class _Claim:
+    until: datetime
+    batches_unchanged: bool
+
+
+def _is_folded(row: MessageTable, state: SessionState) -> bool:
+    cursor = state.cursor
+    return cursor is not None and (row.timestamp, row.id) <= (cursor.timestamp, cursor.message_id)
 
 
 def _visible(turn: Turn, window: Sequence[MessageTable]) -> list[MessageTable]:
@@ -353,8 +450,8 @@ def _visible(turn: Turn, window: Sequence[MessageTable]) -> list[MessageTable]:
 def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Message]:
     """The summary as a user-role message that is never stored, first in the history.
 
-    When the next message sent is the user's (a stored one, or the current input when
-    nothing follows), a short assistant acknowledgement keeps roles alternating for
+    When the next message sent is a user message (a stored one, or the current input when
+    nothing with text follows), a short assistant acknowledgement keeps roles alternating for
     providers that reject two user messages in a row.
     """
     if not summary:
@@ -362,11 +459,18 @@ def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Me
     notes = Message(
         text=SUMMARY_FRAME.format(summary=summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME
     )
-    next_sender = following[0].sender if following else MESSAGE_SENDER_USER
-    if next_sender != MESSAGE_SENDER_USER:
+    if not _sent_as_user(next((row for row in following if (row.text or "").strip()), None)):
         return [notes]
     ack = Message(text=SUMMARY_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME)
     return [notes, ack]
+
+
+def _sent_as_user(row: MessageTable | None) -> bool:
+    """Whether lfx sends this row as a user message: the user's, or one without a sender (None: the input).
+
+    lfx leaves out rows with blank text, so the caller passes the first row with text.
+    """
+    return row is None or row.sender in (MESSAGE_SENDER_USER, "", None)
 
 
 async def _to_message(row: MessageTable) -> Message:

@@ -6,7 +6,7 @@ rows when Langflow deletes messages, sessions or flows is ``cleanup``'s job: it 
 Langflow's own transaction.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import and_, delete, exists, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -49,6 +49,7 @@ def to_state(key: SessionKey, row) -> SessionState:
         paused_until=row.paused_until,
         last_error=row.last_error,
         fold_claimed_until=row.fold_claimed_until,
+        last_call_tokens=row.last_call_tokens,
     )
 
 
@@ -99,19 +100,24 @@ async def compare_and_swap(session: AsyncSession, seen: SessionState, new: Sessi
     return result.rowcount == 1
 
 
-async def claim_fold(session: AsyncSession, seen: SessionState, until: datetime, now: datetime) -> bool:
+async def claim_fold(
+    session: AsyncSession, seen: SessionState, until: datetime, now: datetime, longest_claim: timedelta
+) -> bool:
     """Take the session's fold until ``until`` if the row is still ``seen`` and no claim holds; True if taken.
 
-    The version is not bumped: the claim only keeps other workers from calling the model
-    for the same batch; the fold itself still commits with :func:`compare_and_swap`.
+    A claim holds while it has not run out and reaches no further than ``longest_claim``
+    from now (see :meth:`SessionState.is_claimed`). The version is not bumped: the claim
+    only keeps other workers from calling the model for the same batch; the fold itself
+    still commits with :func:`compare_and_swap`.
     """
     table = SessionMemoryState.__table__
+    claim = table.c.fold_claimed_until
     statement = (
         update(table)
         .where(
             key_filter(seen.key),
             table.c.version == seen.version,
-            or_(table.c.fold_claimed_until.is_(None), table.c.fold_claimed_until <= now),
+            or_(claim.is_(None), claim <= now, claim > now + longest_claim),
         )
         .values(fold_claimed_until=until)
     )
@@ -124,6 +130,12 @@ async def release_fold(session: AsyncSession, key: SessionKey, until: datetime) 
     await session.execute(
         update(table).where(key_filter(key), table.c.fold_claimed_until == until).values(fold_claimed_until=None)
     )
+
+
+async def record_call_size(session: AsyncSession, key: SessionKey, tokens: int | None) -> None:
+    """Keep the size of the last model call of a large turn (None clears it) for the next early-fold check."""
+    table = SessionMemoryState.__table__
+    await session.execute(update(table).where(key_filter(key)).values(last_call_tokens=tokens))
 
 
 async def pause(session: AsyncSession, key: SessionKey, until: datetime, reason: str) -> None:

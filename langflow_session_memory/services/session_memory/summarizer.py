@@ -5,12 +5,14 @@ nothing of it reaches the chat, the Playground stream or the Agent's tracing.
 """
 
 import asyncio
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
+from lfx.base.models import model_remediation
 
 SUMMARY_WORD_LIMIT = 300
 FOLD_TIMEOUT_SECONDS = 60.0
@@ -100,12 +102,78 @@ def validate_summary(candidate: str, *, previous_summary: str, batch: Sequence[C
     return summary
 
 
-def fold_model(llm: BaseChatModel) -> BaseChatModel:
-    """A non-streaming copy of the Agent's model, at temperature 0 where the model has one."""
-    update = {"streaming": False, "disable_streaming": True}
-    if "temperature" in type(llm).model_fields:
+def _model_name(llm: BaseChatModel) -> str | None:
+    return getattr(llm, "model_name", None) or getattr(llm, "model", None)
+
+
+def _profile_refuses_temperature(llm: BaseChatModel) -> bool:
+    profile = getattr(llm, "profile", None)
+    return isinstance(profile, dict) and profile.get("temperature") is False
+
+
+def accepts_temperature_zero(llm: BaseChatModel) -> bool:
+    """Whether the fold may ask this model for temperature 0, as LangChain itself decides it.
+
+    The model's profile (``temperature: False`` for o-series models) and the model class's
+    own validator (LangChain's ChatOpenAI drops a non-default temperature for gpt-5.x).
+    """
+    if "temperature" not in type(llm).model_fields or _profile_refuses_temperature(llm):
+        return False
+    validator = type(llm).__pydantic_decorators__.model_validators.get("validate_temperature")
+    if validator is not None and validator.info.mode == "before":
+        probe = {
+            "model": _model_name(llm) or "",
+            "temperature": 0,
+            "reasoning_effort": getattr(llm, "reasoning_effort", None),
+            "reasoning": getattr(llm, "reasoning", None),
+        }
+        return validator.func(probe).get("temperature") == 0
+    return True
+
+
+def fold_model(llm: BaseChatModel, provider: str | None = None, overrides: dict | None = None) -> BaseChatModel:
+    """A non-streaming copy of the Agent's model without its callbacks, at temperature 0 where accepted.
+
+    ``overrides`` are constructor fields to force (Langflow's remediation of a refused
+    parameter, e.g. ``{"temperature": None}``), on top of those Langflow has already learnt
+    for this model from a provider's refusal.
+    """
+    update = {"streaming": False, "disable_streaming": True, "callbacks": None}
+    if accepts_temperature_zero(llm):
         update["temperature"] = 0
+    elif _profile_refuses_temperature(llm):
+        update["temperature"] = None
+    learnt = model_remediation.cached_overrides(provider, _model_name(llm))
+    update |= {name: value for name, value in {**learnt, **(overrides or {})}.items() if name in type(llm).model_fields}
     return llm.model_copy(update=update)
+
+
+async def _invoke(model: BaseChatModel, request: list, timeout_seconds: float):
+    async with asyncio.timeout(timeout_seconds):
+        return await model.ainvoke(request, config={"callbacks": []})
+
+
+async def _answer(llm: BaseChatModel, provider: str | None, request: list, timeout_seconds: float):
+    """The model's answer; a parameter the provider refuses is dropped and the call made once more.
+
+    Langflow's remediation registry recognises the refusal from the provider's error
+    text (matched here, never logged); a fix that works is remembered for the model, as
+    Langflow remembers it for the Agent.
+    """
+    try:
+        return await _invoke(fold_model(llm, provider), request, timeout_seconds)
+    except Exception as error:
+        remediation = model_remediation.find_remediation(str(error), provider, already_applied=set())
+        if remediation is None:
+            raise
+    response = await _invoke(fold_model(llm, provider, remediation.overrides), request, timeout_seconds)
+    model_remediation.remember(provider, _model_name(llm), remediation.overrides)
+    return response
+
+
+def estimated_tokens(texts: Sequence[str]) -> int:
+    """``ceil(characters / 4) + 4`` per message, for a provider that reports no usage."""
+    return sum(math.ceil(len(text) / 4) + 4 for text in texts)
 
 
 def _text_of(content) -> str:
@@ -119,14 +187,16 @@ async def fold(
     previous_summary: str,
     batch: Sequence[ChatLine],
     timeout_seconds: float = FOLD_TIMEOUT_SECONDS,
+    provider: str | None = None,
 ) -> FoldResult:
     """Ask the model for updated notes; raises on timeout, provider error or a rejected summary."""
-    async with asyncio.timeout(timeout_seconds):
-        response = await fold_model(llm).ainvoke(fold_request(previous_summary, batch), config={"callbacks": []})
-    summary = validate_summary(_text_of(response.content), previous_summary=previous_summary, batch=batch)
+    request = fold_request(previous_summary, batch)
+    response = await _answer(llm, provider, request, timeout_seconds)
+    text = _text_of(response.content)
+    summary = validate_summary(text, previous_summary=previous_summary, batch=batch)
     usage = getattr(response, "usage_metadata", None) or {}
     return FoldResult(
         summary=summary,
-        input_tokens=int(usage.get("input_tokens", 0)),
-        output_tokens=int(usage.get("output_tokens", 0)),
+        input_tokens=int(usage.get("input_tokens") or estimated_tokens([m.content for m in request])),
+        output_tokens=int(usage.get("output_tokens") or estimated_tokens([text])),
     )

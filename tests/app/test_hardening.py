@@ -1,0 +1,118 @@
+"""What a real deployment hits, through the real Langflow app: the extension never makes Langflow worse."""
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+from sqlalchemy import text
+
+from langflow_session_memory.migrations import runner
+
+FACT = "Our project is PRJ-123 on the EU cluster."
+QUESTION = "Which cluster and project were we on?"
+REASONING_MODEL = [{"name": "gpt-5.4-mini", "provider": "OpenAI", "metadata": {}}]
+
+
+def session() -> str:
+    return f"hardening-{uuid.uuid4()}"
+
+
+def talk(langflow, flow_id, session_id, turns: int, tweaks=None):
+    for i in range(turns):
+        langflow.run(flow_id, f"Filler turn {i}, tell me something small.", session_id=session_id, tweaks=tweaks)
+
+
+def summary_requests(fake_model, since: int) -> list[dict]:
+    return [r for r in fake_model.requests()[since:] if r["kind"] == "summary"]
+
+
+@pytest.mark.expect_log("session_memory_fallback", "session_memory_cleanup_failed")
+def test_with_the_table_dropped_turns_and_deletes_still_work_and_migrate_brings_memory_back(langflow, fake_model):
+    stock_flow, _ = langflow.create_agent_flow(session_memory=False, n_messages=2)
+    memory_flow, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True}}
+    dropped = session()
+    talk(langflow, memory_flow, dropped, 2, tweaks=on)
+    with langflow.engine.begin() as connection:
+        connection.execute(text("DROP TABLE session_memory_state"))
+    log_start = len(langflow.log_lines())
+    try:
+        for flow_id, tweaks in ((stock_flow, None), (memory_flow, None), (memory_flow, on)):
+            talk(langflow, flow_id, dropped, 2, tweaks=tweaks)  # each answers 200 (checked by run)
+        assert langflow.http.delete(f"/api/v1/monitor/messages/session/{dropped}").status_code == 204
+        assert langflow.http.delete(f"/api/v1/flows/{stock_flow}").status_code == 200
+    finally:
+        asyncio.run(runner.upgrade(langflow.engine.url.render_as_string(hide_password=False)))
+
+    logged = "\n".join(langflow.log_lines()[log_start:])
+    assert "session_memory_cleanup_failed" in logged
+    assert "reason=table_missing" in logged
+    assert "python -m langflow_session_memory migrate" in logged
+    assert langflow.sql("SELECT count(*) FROM message WHERE session_id = :s", s=dropped) == [(0,)]
+
+    back = session()  # the table is back: memory works again, no restart
+    langflow.run(memory_flow, FACT, session_id=back, tweaks=on)
+    talk(langflow, memory_flow, back, 11, tweaks=on)
+    assert langflow.sql("SELECT folded_count FROM session_memory_state WHERE session_id = :s", s=back) == [(20,)]
+
+
+def test_folding_works_on_a_model_that_rejects_temperature(langflow, fake_model):
+    assert fake_model.config.reject_temperature_for_reasoning_models
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True, "model": REASONING_MODEL}}
+    session_id = session()
+    before = len(fake_model.requests())
+    langflow.run(flow_id, FACT, session_id=session_id, tweaks=on)
+    talk(langflow, flow_id, session_id, 10, tweaks=on)
+    response = langflow.run(flow_id, QUESTION, session_id=session_id, tweaks=on)
+
+    requests = fake_model.requests()[before:]
+    assert {r["body"]["model"] for r in requests} == {"gpt-5.4-mini"}
+    assert [r["status"] for r in requests if r["kind"] == "summary"] == [200]
+    [(folded_count, paused_until)] = langflow.sql(
+        "SELECT folded_count, paused_until FROM session_memory_state WHERE session_id = :s", s=session_id
+    )
+    assert (folded_count, paused_until) == (20, None)
+    assert "PRJ-123" in response.text
+    assert "EU" in response.text
+
+
+def test_eight_concurrent_turns_on_one_session_fold_each_batch_once(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True}}
+    session_id = session()
+    before = len(fake_model.requests())
+    created, versions, errors = [], [], []
+
+    def worker(index: int) -> None:
+        for turn in range(3):
+            response = langflow.run(
+                flow_id,
+                f"Worker {index} turn {turn}, tell me something small.",
+                session_id=session_id,
+                tweaks=on,
+                check=False,
+            )
+            if response.status_code != 200:
+                errors.append(response.status_code)
+            row = langflow.sql(
+                "SELECT version, created_at FROM session_memory_state WHERE session_id = :s", s=session_id
+            )
+            if row:
+                versions.append(row[0][0])
+                created.append(row[0][1])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    [(version, folded_count, created_at)] = langflow.sql(
+        "SELECT version, folded_count, created_at FROM session_memory_state WHERE session_id = :s", s=session_id
+    )
+    assert errors == []
+    assert len(summary_requests(fake_model, before)) == folded_count // 20 == version
+    assert set(created) == {created_at}  # never deleted and re-created
+    assert max(versions) == version

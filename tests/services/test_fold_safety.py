@@ -1,0 +1,242 @@
+"""A fold never keeps text deleted or edited while it runs, never stalls on a bad claim, never leaks text to logs.
+
+SQLite and PostgreSQL, real rows in Langflow's message table, Langflow's own ORM
+statements with our cleanup listeners installed.
+"""
+
+import asyncio
+import time
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+from langflow.services.database.models.message.model import MessageTable
+from sqlalchemy import delete
+from sqlalchemy.exc import OperationalError
+
+from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners
+from langflow_session_memory.services.session_memory.model import SessionKey
+from langflow_session_memory.services.session_memory.service import SessionMemoryService, Turn
+from tests.chat import START, ScriptedChatModel, chat_rows, store_rows
+
+WINDOW = 10
+MARKER = "SECRET-MARKER-7731"
+
+
+class Clock:
+    def __init__(self):
+        self.now = START + timedelta(days=1)
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def listeners():
+    install_cleanup_listeners()
+
+
+@pytest.fixture
+def key() -> SessionKey:
+    return SessionKey(flow_id=uuid.uuid4(), owner_id=uuid.uuid4(), session_id="New Session 0")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def service(sessions, clock) -> SessionMemoryService:
+    return SessionMemoryService(sessions=sessions, clock=clock)
+
+
+async def seed(sessions, key, count) -> list[MessageTable]:
+    rows = chat_rows(key, count)
+    rows[5].text = f"message 5 holds {MARKER} which the user deletes later"
+    return await store_rows(sessions, rows)
+
+
+async def state(sessions, key):
+    async with sessions() as session:
+        return await store.load(session, key)
+
+
+class ModelThatChangesTheBatch(ScriptedChatModel):
+    """While the fold's model call runs, the user deletes or edits a message of the batch."""
+
+    change: object = None
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        await self.change()
+        return self._generate(messages)
+
+
+async def test_a_message_deleted_while_its_batch_folds_never_reaches_the_summary(service, sessions, key):
+    rows = await seed(sessions, key, 20 + WINDOW)
+
+    async def delete_it():  # Langflow's bulk delete by ids (DELETE /api/v1/monitor/messages)
+        async with sessions.begin() as session:
+            await session.execute(delete(MessageTable).where(MessageTable.id.in_([rows[5].id])))
+
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), ModelThatChangesTheBatch(change=delete_it))
+
+    current = await state(sessions, key)
+    assert current is None or (MARKER not in current.summary and current.folded_count == 0)
+    assert MARKER not in " ".join(m.text for m in history.messages)
+
+    refold = ScriptedChatModel()
+    await store_rows(sessions, chat_rows(key, 1, first=20 + WINDOW))
+    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), refold)
+    assert len(refold.calls) == 1
+    assert MARKER not in str(refold.calls[0])
+
+
+async def test_a_message_edited_while_its_batch_folds_never_reaches_the_summary(service, sessions, key):
+    rows = await seed(sessions, key, 20 + WINDOW)
+
+    async def edit_it():  # PUT /api/v1/monitor/messages/{id}: a unit-of-work update that sets edit=True
+        async with sessions.begin() as session:
+            message = await session.get(MessageTable, rows[5].id)
+            message.text, message.edit = "message 5 was withdrawn", True
+
+    await service.build_history(Turn(key, WINDOW, rows[-1].id), ModelThatChangesTheBatch(change=edit_it))
+
+    current = await state(sessions, key)
+    assert current is None or MARKER not in current.summary
+    refold = ScriptedChatModel()
+    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), refold)
+    assert MARKER not in str(refold.calls)
+    assert "withdrawn" in str(refold.calls[0])
+    assert MARKER not in (await state(sessions, key)).summary
+
+
+async def test_a_batch_changed_between_the_read_and_the_claim_is_not_folded(sessions, key):
+    rows = await seed(sessions, key, 20 + WINDOW)
+
+    class DeletingBeforeTheClaim(SessionMemoryService):
+        async def _claim(self, state, batches):
+            async with sessions.begin() as session:
+                await session.execute(delete(MessageTable).where(MessageTable.id == rows[5].id))
+            return await super()._claim(state, batches)
+
+    model = ScriptedChatModel()
+    await DeletingBeforeTheClaim(sessions=sessions).build_history(Turn(key, WINDOW, rows[-1].id), model)
+
+    assert model.calls == []
+    assert (await state(sessions, key)).summary == ""
+
+
+async def test_completing_an_answer_in_place_is_not_an_edit(service, sessions, key):
+    rows = chat_rows(key, 20 + WINDOW)
+    rows[5].text, rows[5].properties = "", {**rows[5].properties, "state": "partial"}  # an answer still streaming
+    await store_rows(sessions, rows)
+    await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+    folded = await state(sessions, key)
+
+    async with sessions.begin() as session:  # Langflow's aupdate_messages when the answer is complete
+        message = await session.get(MessageTable, rows[5].id)
+        message.text, message.properties = "the full answer", {**message.properties, "state": "complete"}
+
+    after = await state(sessions, key)
+    assert (after.summary, after.version, after.folded_count) == (folded.summary, folded.version, 20)
+
+
+async def test_a_claim_far_in_the_future_neither_stalls_nor_blocks_folding(service, sessions, key, clock):
+    rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        await store.claim_fold(session, seen, datetime(2099, 1, 1, tzinfo=clock.now.tzinfo), clock.now, timedelta(0))
+
+    model = ScriptedChatModel()
+    started = time.perf_counter()
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), model)
+
+    assert time.perf_counter() - started < service.fold_timeout / 10
+    assert (len(model.calls), history.folded) == (1, 20)
+    assert (await state(sessions, key)).fold_claimed_until is None
+
+
+async def test_a_turn_never_waits_longer_than_one_fold_timeout(sessions, key, clock):
+    rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
+    service = SessionMemoryService(sessions=sessions, clock=clock, fold_timeout=0.5)
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        assert await store.claim_fold(session, seen, clock.now + timedelta(seconds=5), clock.now, timedelta(minutes=1))
+
+    started = time.perf_counter()
+    await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+    assert time.perf_counter() - started < 0.5 + 1.0
+
+
+async def test_compaction_with_zero_messages_touches_no_table(clock, key):
+    def no_database():
+        raise AssertionError("N=0 must not open a database session")
+
+    service = SessionMemoryService(sessions=no_database, clock=clock)
+    history = await service.compact(Turn(key, 0, uuid.uuid4()), ScriptedChatModel())
+    assert history.messages == []
+
+
+async def test_an_agent_never_sends_fewer_raw_messages_than_its_own_n(service, sessions, key):
+    rows = await store_rows(sessions, chat_rows(key, 60))
+    await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+    assert (await state(sessions, key)).folded_count == 40  # the small Agent folded into the big one's window
+
+    wide = await service.build_history(Turn(key, 50, rows[-1].id), ScriptedChatModel())
+
+    raw = [m.text for m in wide.messages if m.text.startswith("message ")]
+    assert raw == [r.text for r in rows[-50:-1]]
+
+
+async def test_a_failed_summary_write_pauses_and_logs_no_text(
+    service, sessions, key, clock, captured_logs, monkeypatch
+):
+    rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
+
+    async def failing_write(session, seen, new):
+        raise OperationalError("UPDATE session_memory_state SET summary=?", {"summary": new.summary}, Exception("full"))
+
+    monkeypatch.setattr(store, "compare_and_swap", failing_write)
+    model = ScriptedChatModel(script=[f"Key facts:\n- {MARKER}\nConversation so far:\n- x"])
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), model)
+
+    paused = await state(sessions, key)
+    assert paused.paused_until == clock.now + timedelta(minutes=10)
+    assert history.summary == ""
+    assert MARKER not in (paused.last_error or "")
+    assert not [log for log in captured_logs if MARKER in str(log)]
+    assert any(log["event"].startswith("session_summary_fold_failed") for log in captured_logs)
+
+
+async def test_a_provider_error_quoting_the_prompt_is_logged_and_stored_without_it(
+    service, sessions, key, captured_logs
+):
+    rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
+    model = ScriptedChatModel(script=[ValueError(f"Bad request: your messages say {MARKER}")])
+    await service.build_history(Turn(key, WINDOW, rows[-1].id), model)
+
+    assert (await state(sessions, key)).last_error == "ValueError"
+    assert not [log for log in captured_logs if MARKER in str(log)]
+
+
+async def test_two_workers_on_one_session_make_one_fold_call_per_batch_and_versions_only_grow(sessions, key, clock):
+    await store_rows(sessions, chat_rows(key, 100 + WINDOW))
+
+    class SlowModel(ScriptedChatModel):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            await asyncio.sleep(0.05)
+            return self._generate(messages)
+
+    model = SlowModel()
+    workers = [SessionMemoryService(sessions=sessions, clock=clock) for _ in range(8)]
+    versions = []
+    for _ in range(3):
+        await asyncio.gather(*(w.build_history(Turn(key, WINDOW, uuid.uuid4()), model) for w in workers))
+        versions.append((await state(sessions, key)).version)
+
+    final = await state(sessions, key)
+    assert final.folded_count == 100
+    assert len(model.calls) == final.folded_count // 20 == final.version
+    assert versions == sorted(versions)
