@@ -1,13 +1,16 @@
 """Real databases for tests: a SQLite file, or a fresh PostgreSQL database per use.
 
 PostgreSQL comes from ``SESSION_MEMORY_TEST_POSTGRES`` (default: the local server, trust
-auth). Outside CI an unreachable server skips those tests with the reason; in CI
-(``CI=true``) it fails them, so CI can never pass without exercising PostgreSQL.
+auth). An unreachable server skips those tests with the reason, unless PostgreSQL is
+required (see :func:`postgres_required`): then it fails them, so CI can never pass
+without exercising PostgreSQL.
 """
 
 import os
 import uuid
+from collections.abc import Mapping
 from contextlib import asynccontextmanager, contextmanager
+from typing import NoReturn
 
 import psycopg
 import pytest
@@ -20,12 +23,28 @@ from langflow_session_memory.migrations import runner
 
 POSTGRES_ADMIN_URL = os.environ.get("SESSION_MEMORY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+FALSE_VALUES = frozenset({"", "0", "false", "no", "off"})
 
 
-def _postgres_unreachable(error: Exception) -> None:
+def is_truthy(value: str | None) -> bool:
+    """An environment flag as CI systems set it: ``1``, ``true``, ``yes`` (any case) are on.
+
+    Unset, empty, ``0``, ``false``, ``no`` and ``off`` are off; any other value is on (some CI
+    systems set ``CI`` to their own name).
+    """
+    return value is not None and value.strip().lower() not in FALSE_VALUES
+
+
+def postgres_required(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether an unreachable PostgreSQL fails the tests instead of skipping them: in CI, or when asked to."""
+    return is_truthy(environ.get("CI")) or is_truthy(environ.get("SESSION_MEMORY_REQUIRE_POSTGRES"))
+
+
+def postgres_unreachable(error: Exception) -> NoReturn:
+    """Skip the test with the reason, or fail it where PostgreSQL is required."""
     reason = f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable: {error}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI must exercise PostgreSQL)")
+    if postgres_required():
+        pytest.fail(f"{reason} (CI or SESSION_MEMORY_REQUIRE_POSTGRES: PostgreSQL must be exercised)")
     pytest.skip(reason)
 
 
@@ -36,7 +55,7 @@ def fresh_postgres_database():
     try:
         admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5)
     except psycopg.OperationalError as error:
-        _postgres_unreachable(error)
+        postgres_unreachable(error)
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     base, _, _ = POSTGRES_ADMIN_URL.rpartition("/")
