@@ -1,19 +1,25 @@
 """The real Langflow app in-process (``TestClient(create_app())``) against the bundled model server.
 
-One app per backend and test module: start-up costs 15-40 s. Environment is set before
-Langflow reads its settings; services are torn down between apps so the next one reads
-its own database URL.
+One app per backend and test module: start-up costs 15-40 s. Every app test also watches
+Langflow's log: a ``session_memory_*`` failure event written during a test fails it,
+unless the test declares it with ``@pytest.mark.expect_log("event", ...)``.
 """
 
 import asyncio
-import os
 
 import pytest
-from fastapi.testclient import TestClient
 
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
-from langflow_session_memory.testing.langflow_env import langflow_environment
+from tests.app.langflow_app import (
+    FAILURE_EVENTS,
+    MIGRATED_EVENT,
+    LangflowLog,
+    failure_lines,
+    running_langflow,
+    shared_log_file,
+    shown,
+)
 from tests.app.langflow_client import LangflowClient
 from tests.databases import fresh_database
 
@@ -29,24 +35,30 @@ def fake_model(tmp_path_factory):
 def langflow(request, fake_model, tmp_path_factory):
     """A started Langflow app on a database that already carries our table (as after an earlier start)."""
     home = tmp_path_factory.mktemp(f"langflow-{request.param}")
+    log = LangflowLog(shared_log_file(tmp_path_factory))
     with fresh_database(request.param, home) as url:
         asyncio.run(runner.upgrade(url))
-        # One log file for every app of the test session: Langflow's logger binds to its first configuration.
-        log_file = tmp_path_factory.getbasetemp() / "langflow.log"
-        environment = langflow_environment(url, home, model_base_url=fake_model.base_url, log_file=log_file)
-        saved = {name: os.environ.get(name) for name in environment}
-        os.environ.update(environment)
-        try:
-            import langflow.__main__  # noqa: F401  (its signal handlers must be set up in the main thread)
-            from langflow.main import create_app
-            from lfx.services.deps import get_settings_service
+        start = log.mark()
+        with running_langflow(url, home, log_file=log.path, model_base_url=fake_model.base_url) as client:
+            started = log.lines_since(start)
+            if not any(MIGRATED_EVENT in line for line in started):
+                pytest.fail(f"{log.path} did not get the plugin's start-up line {MIGRATED_EVENT!r}: wrong log file?")
+            if failed := failure_lines(started):
+                pytest.fail(f"Langflow logged session memory failures while starting:\n{shown(failed)}")
+            yield LangflowClient(client, url=url, backend=request.param, log_file=str(log.path))
 
-            get_settings_service().settings.database_url = url  # a new app in this process reads it from here
-            with TestClient(create_app()) as client:
-                yield LangflowClient(client, url=url, backend=request.param, log_file=environment["LANGFLOW_LOG_FILE"])
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+
+@pytest.fixture(autouse=True)
+def no_unexpected_failure_events(request, tmp_path_factory):
+    """Fail the test if Langflow's log gained a failure event it did not declare with ``expect_log``."""
+    expected = {event for marker in request.node.iter_markers("expect_log") for event in marker.args}
+    if unknown := expected - set(FAILURE_EVENTS):
+        pytest.fail(f"expect_log names events that are not watched: {sorted(unknown)}; watched: {FAILURE_EVENTS}")
+    log = LangflowLog(shared_log_file(tmp_path_factory))
+    start = log.mark()
+    yield
+    if failed := failure_lines(log.lines_since(start), expected=expected):
+        pytest.fail(
+            "Langflow logged session memory failures during this test"
+            " (mark it @pytest.mark.expect_log(...) if they are what it tests):\n" + shown(failed)
+        )

@@ -1,15 +1,40 @@
-"""Talks to an in-process Langflow through its public API, and reads its database with SQL."""
+"""Talks to an in-process Langflow through its public API, and reads (or seeds) its database with SQL."""
 
 import copy
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import langflow
-from sqlalchemy import create_engine, text
+from langflow.services.database.models.message.model import MessageTable
+from lfx.schema.properties import Properties
+from sqlalchemy import Column, Connection, Integer, MetaData, Table, Text, Uuid, insert, text
+from sqlmodel.sql.sqltypes import UTCDateTime
+
+from tests.app.langflow_app import LangflowLog, database_engine
 
 STARTER_FLOW = Path(langflow.__file__).parent / "initial_setup" / "starter_projects" / "Simple Agent.json"
 MODEL = [{"name": "gpt-4o-mini", "provider": "OpenAI", "metadata": {}}]
+MESSAGE = MessageTable.__table__  # Langflow's own column types: each backend stores ids and times as Langflow does
+# The contract columns of our table (DESIGN.md), declared here so the tests do not depend on the package's model.
+STATE = Table(
+    "session_memory_state",
+    MetaData(),
+    Column("flow_id", Uuid),
+    Column("owner_id", Uuid),
+    Column("session_id", Text),
+    Column("context_id", Text),
+    Column("summary", Text),
+    Column("cursor_timestamp", UTCDateTime()),
+    Column("cursor_message_id", Uuid),
+    Column("folded_count", Integer),
+    Column("version", Integer),
+    Column("created_at", UTCDateTime()),
+    Column("updated_at", UTCDateTime()),
+)
+FOLDED_SESSION_TURNS = 12  # at N=2 the 12th turn has 21 older messages: it folds messages 1-20
+FOLDED_MESSAGES = 20
 
 
 class LangflowClient:
@@ -17,9 +42,10 @@ class LangflowClient:
         self.http = client
         self.log_file = Path(log_file)
         self.backend = backend
-        self.engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+        self.engine = database_engine(url)
         token = client.get("/api/v1/auto_login").json()["access_token"]
         client.headers["Authorization"] = f"Bearer {token}"
+        self.user_id = uuid.UUID(client.get("/api/v1/users/whoami").raise_for_status().json()["id"])
         self.api_key = client.post("/api/v1/api_key/", json={"name": "tests"}).json()["api_key"]
 
     def catalogue_entry(self, name: str) -> dict:
@@ -84,9 +110,13 @@ class LangflowClient:
         return response
 
     def folded_session(self, session_id: str, *, project_id: str | None = None) -> tuple[str, str]:
-        """A new flow whose ``session_id`` has a summary row (12 turns at N=2 fold messages 1-20)."""
+        """A new flow whose ``session_id`` has a summary row: 12 real turns at N=2 fold messages 1-20.
+
+        About 4 s a call; tests that need a folded start but not the fold itself use
+        :meth:`seeded_folded_session`.
+        """
         flow_id, agent_id = self.create_agent_flow(session_memory=True, n_messages=2, project_id=project_id)
-        for i in range(12):
+        for i in range(FOLDED_SESSION_TURNS):
             self.run(
                 flow_id,
                 f"Turn {i}: note code CODE-{i}.",
@@ -94,6 +124,30 @@ class LangflowClient:
                 tweaks={agent_id: {"summarize_older_messages": True}},
             )
         assert self.state_rows(flow_id) == [(session_id, 20)]
+        return flow_id, agent_id
+
+    def seeded_folded_session(
+        self, session_id: str, *, project_id: str | None = None, turns: int = FOLDED_SESSION_TURNS
+    ) -> tuple[str, str]:
+        """What :meth:`folded_session` leaves, written with SQL: ``turns`` past turns, messages 1-20 folded.
+
+        The messages are stored as Langflow stores a turn (the user's row, then the Agent's
+        echo "OK: ..."), owned by the logged-in user, ten minutes ago and one second apart;
+        the summary row is the one the fold would write (it names CODE-0 to CODE-9).
+        """
+        flow_id, agent_id = self.create_agent_flow(session_memory=True, n_messages=2, project_id=project_id)
+        with self.engine.begin() as connection:
+            cursor = seed_turns(connection, flow_id, self.user_id, session_id, turns=turns, agent_id=agent_id)
+            insert_state_row(
+                connection,
+                flow_id=flow_id,
+                owner_id=self.user_id,
+                session_id=session_id,
+                summary=SEEDED_SUMMARY,
+                cursor=cursor,
+                folded_count=FOLDED_MESSAGES,
+            )
+        assert self.state_rows(flow_id) == [(session_id, FOLDED_MESSAGES)]
         return flow_id, agent_id
 
     def state_rows(self, flow_id: str) -> list[tuple[str, int]]:
@@ -109,11 +163,94 @@ class LangflowClient:
 
     def log_lines(self) -> list[str]:
         """Langflow's own log file, as an operator reads it."""
-        return self.log_file.read_text().splitlines() if self.log_file.exists() else []
+        return LangflowLog(self.log_file).lines()
 
     def sql(self, statement: str, **params) -> list:
         with self.engine.connect() as connection:
             return connection.execute(text(statement), params).all()
+
+
+SEEDED_SUMMARY = (
+    "Key facts:\n"
+    + "".join(f"- Turn {turn}: note code CODE-{turn}.\n" for turn in range(FOLDED_MESSAGES // 2))
+    + "Conversation so far:\n- The user noted one code a turn, CODE-0 to CODE-9; the assistant acknowledged each."
+)
+
+
+def seed_turns(
+    connection: Connection, flow_id, owner_id, session_id: str, *, turns: int, agent_id: str
+) -> tuple[datetime, uuid.UUID]:
+    """Store ``turns`` past turns as Langflow stores them; returns the (timestamp, id) of the 20th message.
+
+    Turn ``i`` is the user's "Turn i: note code CODE-i." and the Agent's echo of it (what the
+    bundled model server answers), with the columns a real run fills (run id, source, usage).
+    """
+    assert 2 * turns >= FOLDED_MESSAGES, "a folded session holds at least the 20 folded messages"
+    start = datetime.now(UTC) - timedelta(minutes=10)
+    rows = []
+    for turn in range(turns):
+        run_id = uuid.uuid4()
+        said = f"Turn {turn}: note code CODE-{turn}."
+        agent = {"id": agent_id, "display_name": "Session Memory Agent", "source": MODEL[0]["name"]}
+        usage = {"input_tokens": 750 + 25 * turn, "output_tokens": 8, "total_tokens": 758 + 25 * turn}
+        for sender, sender_name, text_, properties in (
+            ("User", "User", said, Properties().model_dump()),
+            ("Machine", "AI", f"OK: {said}", {**Properties(source=agent, icon="Bot").model_dump(), "usage": usage}),
+        ):
+            rows.append(
+                {
+                    "id": uuid.uuid4(),
+                    "flow_id": uuid.UUID(str(flow_id)),
+                    "user_id": uuid.UUID(str(owner_id)),
+                    "session_id": session_id,
+                    "context_id": "",
+                    "run_id": run_id,
+                    "session_metadata": {"graph_run_id": str(run_id)},
+                    "timestamp": start + timedelta(seconds=len(rows)),
+                    "sender": sender,
+                    "sender_name": sender_name,
+                    "text": text_,
+                    "properties": properties,
+                    "error": False,
+                    "edit": False,
+                    "is_output": False,
+                    "files": [],
+                    "category": "message",
+                    "content_blocks": [],
+                }
+            )
+    connection.execute(insert(MESSAGE), rows)
+    cursor = rows[FOLDED_MESSAGES - 1]
+    return cursor["timestamp"], cursor["id"]
+
+
+def insert_state_row(
+    connection: Connection,
+    *,
+    flow_id,
+    owner_id,
+    session_id: str,
+    summary: str,
+    cursor: tuple[datetime, uuid.UUID],
+    folded_count: int = FOLDED_MESSAGES,
+) -> None:
+    """A ``session_memory_state`` row as a fold leaves it (version 1, no pause), its cursor on ``cursor``."""
+    written = datetime.now(UTC) - timedelta(seconds=1)
+    connection.execute(
+        insert(STATE).values(
+            flow_id=uuid.UUID(str(flow_id)),
+            owner_id=uuid.UUID(str(owner_id)),
+            session_id=session_id,
+            context_id="",
+            summary=summary,
+            cursor_timestamp=cursor[0],
+            cursor_message_id=cursor[1],
+            folded_count=folded_count,
+            version=1,
+            created_at=written,
+            updated_at=written,
+        )
+    )
 
 
 def _name(entry: dict) -> str | None:

@@ -10,35 +10,15 @@ import json
 import time
 import uuid
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 
 from langflow.services.database.models.flow.model import Flow
-from langflow.services.database.models.message.model import MessageTable
-from sqlalchemy import Column, Integer, MetaData, Table, Text, Uuid, func, insert, select
-from sqlmodel.sql.sqltypes import UTCDateTime
+from sqlalchemy import Table, func, insert, select
 
-from tests.app.langflow_client import LangflowClient
+from tests.app.langflow_client import MESSAGE, STATE, LangflowClient, insert_state_row
 
 END_USER_HEADER = "X-End-User-Id"
 ERASE_TIMEOUT_SECONDS = 45.0
-MESSAGE = MessageTable.__table__
 FLOW = Flow.__table__
-# The contract columns of our table (DESIGN.md), declared here so the tests do not depend on the package's model.
-STATE = Table(
-    "session_memory_state",
-    MetaData(),
-    Column("flow_id", Uuid),
-    Column("owner_id", Uuid),
-    Column("session_id", Text),
-    Column("context_id", Text),
-    Column("summary", Text),
-    Column("cursor_timestamp", UTCDateTime()),
-    Column("cursor_message_id", Uuid),
-    Column("folded_count", Integer),
-    Column("version", Integer),
-    Column("created_at", UTCDateTime()),
-    Column("updated_at", UTCDateTime()),
-)
 
 
 @contextmanager
@@ -87,7 +67,7 @@ def multi_user_mode():
 
 
 def current_user_id(langflow: LangflowClient) -> uuid.UUID:
-    return uuid.UUID(langflow.http.get("/api/v1/users/whoami").raise_for_status().json()["id"])
+    return langflow.user_id
 
 
 def run_as_end_user(
@@ -189,23 +169,16 @@ def seed_state_row(
     key = _key(MESSAGE, flow_id, owner_id, session_id)
     newest = select(MESSAGE.c.timestamp, MESSAGE.c.id).where(*key)
     newest = newest.order_by(MESSAGE.c.timestamp.desc(), MESSAGE.c.id.desc()).limit(1)
-    written = datetime.now(UTC) - timedelta(seconds=1)
     with langflow.engine.begin() as connection:
-        [(cursor_timestamp, cursor_message_id)] = connection.execute(newest).all()
-        connection.execute(
-            insert(STATE).values(
-                flow_id=uuid.UUID(str(flow_id)),
-                owner_id=uuid.UUID(str(owner_id)),
-                session_id=session_id,
-                context_id="",
-                summary=summary,
-                cursor_timestamp=cursor_timestamp,
-                cursor_message_id=cursor_message_id,
-                folded_count=folded_count,
-                version=1,
-                created_at=written,
-                updated_at=written,
-            )
+        [cursor] = connection.execute(newest).all()
+        insert_state_row(
+            connection,
+            flow_id=flow_id,
+            owner_id=owner_id,
+            session_id=session_id,
+            summary=summary,
+            cursor=tuple(cursor),
+            folded_count=folded_count,
         )
 
 

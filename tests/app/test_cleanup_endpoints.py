@@ -1,5 +1,12 @@
-"""Summaries follow Langflow's own deletions, renames and edits, through its real endpoints."""
+"""Summaries follow Langflow's own deletions, renames and edits, through its real endpoints.
 
+Most tests start from :meth:`LangflowClient.seeded_folded_session` (the messages and the
+summary row written with SQL) rather than 12 real turns; the first test proves that a seeded
+session is stored exactly like one folded through the app.
+"""
+
+import json
+import re
 import uuid
 
 from langflow.memory import delete_message
@@ -9,9 +16,57 @@ def new_session() -> str:
     return f"cleanup-{uuid.uuid4()}"
 
 
+def shape(value) -> str:
+    """A raw stored value with its type and its hex digits blanked, e.g. ``str:xxxx-xx-xx xx:xx:xx.xxxxxx``."""
+    return f"{type(value).__name__}:{re.sub(r'[0-9a-f]', 'x', str(value))}"
+
+
+def parsed(value):
+    """A JSON column as the driver returns it: text on SQLite, already parsed on PostgreSQL."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def message_as_stored(m) -> tuple:
+    """One ``message`` row, raw, minus what differs from run to run (ids, times, token counts)."""
+    properties = parsed(m.properties)
+    return (
+        *(shape(value) for value in (m.id, m.flow_id, m.user_id, m.run_id, m.timestamp)),
+        *(m.user_id, m.session_id, m.context_id, m.sender, m.sender_name, m.text),
+        *(m.error, m.edit, m.is_output, m.category, parsed(m.files), parsed(m.content_blocks)),
+        sorted(parsed(m.session_metadata)),
+        *(properties["state"], properties["source"], properties["icon"], sorted(properties.get("usage") or {})),
+    )
+
+
+def stored(langflow, flow_id: str) -> dict:
+    """A folded session as the database holds it, read with plain SQL."""
+    flow = uuid.UUID(flow_id).hex if langflow.backend == "sqlite" else flow_id
+    messages = langflow.sql("SELECT * FROM message WHERE flow_id = :f ORDER BY timestamp, id", f=flow)
+    [state] = langflow.sql(
+        "SELECT s.*, m.text AS cursor_text FROM session_memory_state s LEFT JOIN message m"
+        " ON m.id = s.cursor_message_id AND m.timestamp = s.cursor_timestamp WHERE s.flow_id = :f",
+        f=flow,
+    )
+    return {
+        "messages": [message_as_stored(m) for m in messages],
+        "state": (state.owner_id, state.session_id, state.context_id, state.folded_count, state.version),
+        "state shapes": [shape(state.flow_id), shape(state.cursor_timestamp), shape(state.cursor_message_id)],
+        "state pause": state.paused_until,
+        "codes in the summary": [f"CODE-{i}" for i in range(12) if f"CODE-{i}" in state.summary],
+        # Found only if the cursor is stored in the very form of the message's own id and timestamp.
+        "cursor message": state.cursor_text,
+    }
+
+
+def test_a_seeded_session_is_stored_like_one_folded_through_the_app(langflow):
+    real_flow, _ = langflow.folded_session("the same session")
+    seeded_flow, _ = langflow.seeded_folded_session("the same session")
+    assert stored(langflow, seeded_flow) == stored(langflow, real_flow)
+
+
 def test_session_delete_endpoint_removes_the_rows(langflow):
     session_id = new_session()
-    flow_id, _ = langflow.folded_session(session_id)
+    flow_id, _ = langflow.seeded_folded_session(session_id)
     response = langflow.http.delete(f"/api/v1/monitor/messages/session/{session_id}")
     assert response.status_code == 204
     assert langflow.message_ids(flow_id) == []
@@ -20,7 +75,7 @@ def test_session_delete_endpoint_removes_the_rows(langflow):
 
 def test_sessions_bulk_delete_endpoint_removes_the_rows(langflow):
     session_id = new_session()
-    flow_id, _ = langflow.folded_session(session_id)
+    flow_id, _ = langflow.seeded_folded_session(session_id)
     response = langflow.http.request("DELETE", "/api/v1/monitor/messages/sessions", json=[session_id])
     assert response.status_code == 200
     assert langflow.state_rows(flow_id) == []
@@ -28,7 +83,7 @@ def test_sessions_bulk_delete_endpoint_removes_the_rows(langflow):
 
 def test_deleting_folded_messages_by_id_drops_the_summary(langflow):
     session_id = new_session()
-    flow_id, _ = langflow.folded_session(session_id)
+    flow_id, _ = langflow.seeded_folded_session(session_id)
     ids = langflow.message_ids(flow_id)
     response = langflow.http.request("DELETE", "/api/v1/monitor/messages", json=ids[2:4])
     assert response.status_code == 204
@@ -36,9 +91,19 @@ def test_deleting_folded_messages_by_id_drops_the_summary(langflow):
     assert langflow.state_rows(flow_id) == []
 
 
+def test_deleting_a_range_that_straddles_the_cursor_drops_the_summary(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id, turns=14)  # messages 0-27, the summary covers 0-19
+    ids = langflow.message_ids(flow_id)
+    response = langflow.http.request("DELETE", "/api/v1/monitor/messages", json=ids[15:26])
+    assert response.status_code == 204
+    assert langflow.message_ids(flow_id) == ids[:15] + ids[26:]
+    assert langflow.state_rows(flow_id) == []
+
+
 def test_deleting_a_message_the_summary_does_not_cover_keeps_it(langflow):
     session_id = new_session()
-    flow_id, _ = langflow.folded_session(session_id)
+    flow_id, _ = langflow.seeded_folded_session(session_id)
     newest = langflow.message_ids(flow_id)[-1]
     assert langflow.http.request("DELETE", "/api/v1/monitor/messages", json=[newest]).status_code == 204
     assert langflow.state_rows(flow_id) == [(session_id, 20)]
@@ -46,7 +111,7 @@ def test_deleting_a_message_the_summary_does_not_cover_keeps_it(langflow):
 
 def test_single_message_delete_drops_the_summary(langflow):
     session_id = new_session()
-    flow_id, _ = langflow.folded_session(session_id)
+    flow_id, _ = langflow.seeded_folded_session(session_id)
     first = langflow.message_ids(flow_id)[0]
     langflow.http.portal.call(delete_message, uuid.UUID(first))  # per-object delete, used on failed replies
     assert first not in langflow.message_ids(flow_id)
@@ -54,15 +119,15 @@ def test_single_message_delete_drops_the_summary(langflow):
 
 
 def test_flow_delete_removes_its_rows_and_no_other_flows(langflow):
-    flow_id, _ = langflow.folded_session("New Session 0")
-    other_flow, _ = langflow.folded_session("New Session 0")
+    flow_id, _ = langflow.seeded_folded_session("New Session 0")
+    other_flow, _ = langflow.seeded_folded_session("New Session 0")
     assert langflow.http.delete(f"/api/v1/flows/{flow_id}").status_code == 200
     assert langflow.state_rows(flow_id) == []
     assert langflow.state_rows(other_flow) == [("New Session 0", 20)]
 
 
 def test_bulk_flow_delete_removes_their_rows(langflow):
-    flow_id, _ = langflow.folded_session(new_session())
+    flow_id, _ = langflow.seeded_folded_session(new_session())
     response = langflow.http.request("DELETE", "/api/v1/flows/", json=[flow_id])
     assert response.status_code == 200
     assert langflow.state_rows(flow_id) == []
@@ -71,14 +136,14 @@ def test_bulk_flow_delete_removes_their_rows(langflow):
 def test_project_delete_removes_its_flows_rows(langflow):
     project = langflow.http.post("/api/v1/projects/", json={"name": f"project {uuid.uuid4().hex[:8]}"})
     project_id = project.raise_for_status().json()["id"]
-    flow_id, _ = langflow.folded_session(new_session(), project_id=project_id)
+    flow_id, _ = langflow.seeded_folded_session(new_session(), project_id=project_id)
     assert langflow.http.delete(f"/api/v1/projects/{project_id}").status_code == 204
     assert langflow.state_rows(flow_id) == []
 
 
 def test_renamed_session_keeps_its_summary(langflow):
     old, new = new_session(), new_session()
-    flow_id, _ = langflow.folded_session(old)
+    flow_id, _ = langflow.seeded_folded_session(old)
     [(summary_before,)] = langflow.sql("SELECT summary FROM session_memory_state WHERE session_id = :s", s=old)
     response = langflow.http.patch(f"/api/v1/monitor/messages/session/{old}", params={"new_session_id": new})
     assert response.status_code == 200
@@ -88,7 +153,7 @@ def test_renamed_session_keeps_its_summary(langflow):
 
 def test_editing_a_folded_message_drops_the_summary_and_the_next_fold_lacks_the_old_text(langflow, fake_model):
     session_id = new_session()
-    flow_id, agent_id = langflow.folded_session(session_id)
+    flow_id, agent_id = langflow.seeded_folded_session(session_id)
     question, answer = langflow.message_ids(flow_id)[:2]  # the user's message and the reply that echoes it
     response = langflow.http.put(f"/api/v1/monitor/messages/{question}", json={"text": "Turn 0: forget it."})
     assert response.status_code == 200
