@@ -53,6 +53,13 @@ async def test_deleting_a_folded_message_drops_the_summary(sessions):
     assert await state_of(sessions, key) is None
 
 
+async def test_deleting_a_range_that_straddles_the_cursor_drops_the_summary(sessions):
+    key = new_key()
+    rows = await folded_chat(sessions, key)  # the summary covers messages 0-19
+    await delete_messages(sessions, rows[15:26])
+    assert await state_of(sessions, key) is None
+
+
 async def test_deleting_unfolded_messages_keeps_the_summary(sessions):
     key = new_key()
     rows = await folded_chat(sessions, key)

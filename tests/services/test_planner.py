@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 
 from langflow_session_memory.services.session_memory.planner import (
     FOLD_BATCH_SIZE,
-    MAX_BATCHES_PER_TURN,
     gap_fetch_limit,
     plan_fold,
     position,
@@ -56,11 +55,11 @@ def test_only_a_backlog_of_at_least_one_batch_is_left_out(unfolded, window, paus
 
 @given(unfolded=st.integers(0, 400), paused=st.booleans())
 def test_at_most_three_full_batches_and_none_while_paused(unfolded, paused):
-    plan = plan_fold(read_gap(session(unfolded, 0)[0]), paused=paused)
-    assert len(plan.batches) <= MAX_BATCHES_PER_TURN
-    assert all(len(batch) == FOLD_BATCH_SIZE for batch in plan.batches)
-    if paused:
-        assert plan.batches == ()
+    gap = session(unfolded, 0)[0]
+    plan = plan_fold(read_gap(gap), paused=paused)
+    # The rule itself, not the module's constants: 3 batches of 20 at most, the oldest first.
+    expected_batches = 0 if paused else min(unfolded // 20, 3)
+    assert [list(batch) for batch in plan.batches] == [gap[i * 20 : (i + 1) * 20] for i in range(expected_batches)]
 
 
 def test_gap_of_19_is_sent_raw():
