@@ -116,3 +116,57 @@ def test_eight_concurrent_turns_on_one_session_fold_each_batch_once(langflow, fa
     assert len(summary_requests(fake_model, before)) == folded_count // 20 == version
     assert set(created) == {created_at}  # never deleted and re-created
     assert max(versions) == version
+
+
+def test_a_context_window_that_is_not_a_number_gets_langflows_own_input_validation(langflow, fake_model):
+    stock_flow, stock_id = langflow.create_agent_flow(session_memory=False, n_messages=2)
+    memory_flow, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    stock = langflow.run(stock_flow, FACT, session_id=session(), tweaks={stock_id: {"n_messages": "abc"}}, check=False)
+    ours = langflow.run(
+        memory_flow,
+        FACT,
+        session_id=session(),
+        tweaks={agent_id: {"summarize_older_messages": True, "context_window_tokens": "abc"}},
+        check=False,
+    )
+    assert ours.status_code == stock.status_code
+    assert "Could not convert 'abc' to integer for input n_messages" in stock.text
+    assert "Could not convert 'abc' to integer for input context_window_tokens" in ours.text
+
+
+@pytest.mark.parametrize("switch", ["1", "true", True])
+def test_the_switch_given_as_text_or_bool_turns_memory_on(langflow, fake_model, switch):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    session_id = session()
+    talk(langflow, flow_id, session_id, 12, tweaks={agent_id: {"summarize_older_messages": switch}})
+    assert langflow.sql("SELECT folded_count FROM session_memory_state WHERE session_id = :s", s=session_id) == [(20,)]
+
+
+def test_a_number_for_the_switch_gets_its_default_as_langflow_gives_every_bool_input(langflow, fake_model):
+    """Langflow ignores a number given to a bool field and keeps the input's default (lfx param_handler)."""
+    stock_flow, stock_id = langflow.create_agent_flow(session_memory=False, n_messages=2)
+    before = len(fake_model.requests())
+    langflow.run(stock_flow, "hello", session_id=session(), tweaks={stock_id: {"add_current_date_tool": 0}})
+    stock_tools = [tool["function"]["name"] for tool in fake_model.requests()[before:][-1]["body"]["tools"]]
+    assert "get_current_date" in stock_tools  # 0 did not turn the stock Agent's date tool (default on) off
+
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    session_id = session()
+    talk(langflow, flow_id, session_id, 12, tweaks={agent_id: {"summarize_older_messages": 1}})
+    assert langflow.sql("SELECT count(*) FROM session_memory_state WHERE session_id = :s", s=session_id) == [(0,)]
+
+
+def test_zero_messages_with_a_context_error_reads_and_writes_nothing(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=0)
+    on = {agent_id: {"summarize_older_messages": True, "context_window_tokens": 3000}}
+    session_id = session()
+    talk(langflow, flow_id, session_id, 3, tweaks=on)
+    fake_model.config.context_limit_tokens = 3000
+    try:
+        before = len(fake_model.requests())
+        response = langflow.run(flow_id, "x " * 7000, session_id=session_id, tweaks=on, check=False)
+    finally:
+        fake_model.config.context_limit_tokens = None
+    assert response.status_code != 200
+    assert [r["kind"] for r in fake_model.requests()[before:]] == ["chat"]
+    assert langflow.sql("SELECT count(*) FROM session_memory_state WHERE session_id = :s", s=session_id) == [(0,)]

@@ -1,0 +1,68 @@
+"""The Langflow adapter's own rules: what a context-length refusal may retry, and reading the switch."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from langflow_session_memory.services.session_memory import agent_history
+from langflow_session_memory.services.session_memory.agent_history import (
+    CONTEXT_TOO_LONG,
+    ContextTooLongError,
+    agent_model,
+    memory_switched_on,
+    run_with_context_recovery,
+)
+from tests.chat import ScriptedChatModel
+
+REFUSAL = ValueError("This model's maximum context length is 3000 tokens. Please reduce the length of the messages.")
+
+
+@pytest.fixture
+def compaction_that_works(monkeypatch):
+    """Compaction as it goes with a database: a summary-only history (so only the tool rule can stop a retry)."""
+
+    async def compacted(component):
+        return SimpleNamespace(messages=[])
+
+    monkeypatch.setattr(agent_history, "_compacted_history", compacted)
+
+
+async def test_a_run_refused_after_a_tool_ran_is_not_run_again(compaction_that_works):
+    model = ScriptedChatModel(script=["call the lookup tool", REFUSAL, "an answer", "another answer"])
+    component = SimpleNamespace(n_messages=10)
+    agent_model(component, model)
+    tool_calls = []
+
+    async def agent_run(_agent):  # the Agent's tool loop: model, tool, model again with the tool's result
+        await model.ainvoke("What is in ticket T-1?")
+        tool_calls.append("lookup")
+        await model.ainvoke("What is in ticket T-1? Tool result: a very long ticket")
+
+    with pytest.raises(ContextTooLongError, match="no longer fits"):
+        await run_with_context_recovery(component, agent=None, run=agent_run)
+
+    assert tool_calls == ["lookup"]
+    assert len(model.calls) == 2
+    assert CONTEXT_TOO_LONG.startswith("This conversation no longer fits")
+
+
+async def test_a_run_refused_at_its_first_model_call_is_retried_once(compaction_that_works):
+    model = ScriptedChatModel(script=[REFUSAL, "an answer"])
+    component = SimpleNamespace(n_messages=10)
+    agent_model(component, model)
+
+    async def agent_run(_agent):
+        return await model.ainvoke("What is in ticket T-1?")
+
+    answer = await run_with_context_recovery(component, agent=None, run=agent_run)
+    assert answer.content == "an answer"
+    assert len(model.calls) == 2
+
+
+@pytest.mark.parametrize(("value", "on"), [(True, True), ("true", True), ("1", True), (False, False), ("false", False)])
+def test_the_switch_is_read_like_a_bool_input(value, on):
+    assert memory_switched_on(SimpleNamespace(summarize_older_messages=value)) is on
+
+
+def test_an_agent_that_never_set_the_switch_has_it_off():
+    assert memory_switched_on(SimpleNamespace()) is False
