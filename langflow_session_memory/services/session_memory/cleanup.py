@@ -31,9 +31,12 @@ from uuid import UUID
 
 from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
-from sqlalchemy import Connection, and_, delete, event, exists, func, inspect, or_, select, update
+from sqlalchemy import Connection, Uuid, and_, any_, delete, event, exists, func, inspect, literal, or_, select, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import ORMExecuteState, Session
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ColumnElement
 
 from langflow_session_memory.services.session_memory import store
 from langflow_session_memory.services.session_memory.model import SessionMemoryState
@@ -77,12 +80,36 @@ def _on_orm_execute(state: ORMExecuteState):
     return _delete_flows(state, connection)
 
 
+def _deleted_messages(where, dialect: str):
+    """Langflow's WHERE clause, or on PostgreSQL its ``id IN (<thousands of ids>)`` as one array parameter.
+
+    Every deletion path of Langflow deletes messages by a list of ids; re-sending that list
+    as thousands of bound parameters is what this listener cost on PostgreSQL.
+    """
+    ids = where.right.value if _is_id_list(where) else None
+    if dialect == "postgresql" and ids:
+        return MESSAGE.c.id == any_(literal(list(ids), postgresql.ARRAY(Uuid())))
+    return where
+
+
+def _is_id_list(where) -> bool:
+    return (
+        isinstance(where, BinaryExpression)
+        and where.operator is operators.in_op
+        and isinstance(where.left, ColumnElement)
+        and where.left.compare(MESSAGE.c.id)
+        and isinstance(where.right, BindParameter)
+        and isinstance(where.right.value, list | tuple)
+        and all(isinstance(value, UUID) for value in where.right.value[:1])
+    )
+
+
 def _delete_messages(state: ORMExecuteState, connection: Connection):
     """Note the oldest deleted message of each chat, delete, then drop the summaries that held them."""
     where = state.statement.whereclause
     touched = select(MESSAGE.c.flow_id, MESSAGE.c.user_id, MESSAGE.c.session_id, func.min(MESSAGE.c.timestamp))
     if where is not None:
-        touched = touched.where(where)
+        touched = touched.where(_deleted_messages(where, connection.dialect.name))
     touched = touched.group_by(MESSAGE.c.flow_id, MESSAGE.c.user_id, MESSAGE.c.session_id)
     oldest_removed = {(f, u, s): ts for f, u, s, ts in connection.execute(touched) if f is not None and u is not None}
     result = state.invoke_statement()

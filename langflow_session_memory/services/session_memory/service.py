@@ -358,7 +358,8 @@ class SessionMemoryService:
             await logger.ainfo(
                 f"session_summary_fold latency_ms={round((time.perf_counter() - started) * 1000)} "
                 f"folded={len(batch)} summary_words_before={summarizer.word_count(seen.summary)} "
-                f"summary_words_after={summarizer.word_count(result.summary)} version={current.version}"
+                f"summary_words_after={summarizer.word_count(result.summary)} version={current.version} "
+                f"session_id={seen.key.session_id!r}"
             )
             seen = current
         return cost
