@@ -14,7 +14,10 @@ from langflow_session_memory.services.session_memory.agent_history import (
 )
 from tests.chat import ScriptedChatModel
 
-REFUSAL = ValueError("This model's maximum context length is 3000 tokens. Please reduce the length of the messages.")
+MARKER = "PARTIAL-ANSWER-MARKER-4471"
+REFUSAL = ValueError(
+    f"This model's maximum context length is 3000 tokens. Please reduce the length of the messages. {MARKER}"
+)
 
 
 @pytest.fixture
@@ -27,7 +30,7 @@ def compaction_that_works(monkeypatch):
     monkeypatch.setattr(agent_history, "_compacted_history", compacted)
 
 
-async def test_a_run_refused_after_a_tool_ran_is_not_run_again(compaction_that_works):
+async def test_a_run_refused_after_a_tool_ran_is_not_run_again(compaction_that_works, captured_logs):
     model = ScriptedChatModel(script=["call the lookup tool", REFUSAL, "an answer", "another answer"])
     component = SimpleNamespace(n_messages=10)
     agent_model(component, model)
@@ -43,6 +46,7 @@ async def test_a_run_refused_after_a_tool_ran_is_not_run_again(compaction_that_w
 
     assert tool_calls == ["lookup"]
     assert len(model.calls) == 2
+    assert not [log for log in captured_logs if MARKER in str(log)]  # the provider's text never reaches a log
     assert CONTEXT_TOO_LONG.startswith("This conversation no longer fits")
 
 

@@ -240,3 +240,38 @@ async def test_two_workers_on_one_session_make_one_fold_call_per_batch_and_versi
     assert final.folded_count == 100
     assert len(model.calls) == final.folded_count // 20 == final.version
     assert versions == sorted(versions)
+
+
+@pytest.mark.parametrize("first", ["blank", "no sender"])
+async def test_roles_alternate_when_the_first_row_sent_is_blank_or_has_no_sender(service, sessions, key, first):
+    rows = chat_rows(key, 20 + WINDOW, first=1)  # the window opens with a Machine row: no acknowledgement needed
+    if first == "blank":
+        rows[20].text = "   "  # lfx leaves blank rows out, so the next sent row is the user's
+    else:
+        rows[20].sender = ""  # lfx sends a row without a sender as a user message
+    await store_rows(sessions, rows)
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+    sent = [m for m in history.messages if (m.text or "").strip()]
+    roles = ["user" if m.sender in ("User", "", None) else "assistant" for m in sent]
+    assert roles[:3] == ["user", "assistant", "user"]  # notes, acknowledgement, the first row lfx sends
+
+
+async def test_after_another_workers_fold_the_early_fold_size_rule_still_applies(sessions, key, clock):
+    rows = chat_rows(key, 20 + WINDOW)
+    rows[22].text = "Here is the log:\n" + "2026-01-01 12:00:00 ERROR worker-7 connection reset by peer\n" * 100
+    await store_rows(sessions, rows)
+    async with sessions.begin() as session:  # another worker is folding this session's first batch
+        seen = await store.create_if_absent(session, key)
+        await store.claim_fold(session, seen, clock.now + timedelta(seconds=1), clock.now, timedelta(minutes=1))
+    service = SessionMemoryService(sessions=sessions, clock=clock, fold_timeout=0.3)
+
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id, context_window=1800), ScriptedChatModel())
+
+    assert not any("connection reset" in m.text for m in history.messages)
+
+
+async def test_retries_are_remembered_by_ids_and_counts_not_by_text(service, sessions, key):
+    rows = await seed(sessions, key, 20 + WINDOW)
+    await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+    assert MARKER not in repr(service._folded_turns)
+    assert "message" not in repr(service._folded_turns)
