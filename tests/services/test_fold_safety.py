@@ -116,10 +116,10 @@ async def test_a_batch_changed_between_the_read_and_the_claim_is_not_folded(sess
     rows = await seed(sessions, key, 20 + WINDOW)
 
     class DeletingBeforeTheClaim(SessionMemoryService):
-        async def _claim(self, state, batches):
+        async def _claim(self, state, mode):
             async with sessions.begin() as session:
                 await session.execute(delete(MessageTable).where(MessageTable.id == rows[5].id))
-            return await super()._claim(state, batches)
+            return await super()._claim(state, mode)
 
     model = ScriptedChatModel()
     await DeletingBeforeTheClaim(sessions=sessions).build_history(Turn(key, WINDOW, rows[-1].id), model)

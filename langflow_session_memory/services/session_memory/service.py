@@ -56,7 +56,7 @@ class Turn:
 
     ``context_window`` (tokens, None when unknown) and ``fixed_tokens`` (the estimated
     system prompt and input) let a turn that would not fit fold early. ``provider`` is the
-    Langflow provider of the Agent's model, for Langflow's remediation of refused parameters.
+    Langflow provider of the model that folds, for Langflow's remediation of refused parameters.
     """
 
     key: SessionKey
@@ -151,12 +151,7 @@ class SessionMemoryService:
         plan = self._plan(turn, reading, mode, may_fold=earlier_fold is None)
         cost = earlier_fold or _FoldCost()
         if plan.batches:
-            if reading.state.cursor is not None and await self._folded_range_changed(turn, reading.state):
-                await self._reset(reading.state)
-                reading = await self._read(turn)
-                plan = self._plan(turn, reading, mode, may_fold=True)
-            if plan.batches:
-                cost = await self._fold_batches(reading.state, plan.batches, llm, turn.provider)
+            cost = await self._fold(turn, reading, plan.batches, mode, llm)
             self._remember_fold(turn, cost)
             reading = await self._read(turn)
             plan = self._plan(turn, reading, mode, may_fold=False)
@@ -280,46 +275,55 @@ class SessionMemoryService:
         async with self.sessions() as session:
             return await messages.count_through(session, turn.key, state.cursor) != state.folded_count
 
-    async def _reset(self, state: SessionState) -> None:
+    async def _reset(self, state: SessionState) -> bool:
         """Drop a summary whose folded messages changed, so they are folded again from the start.
 
-        Losing this compare-and-swap is fine: the row changed anyway, and the turn reads it again.
+        Runs under this worker's claim, so no fold of another worker is in flight; it loses
+        only to a cleanup listener's change, and then the row changed anyway.
         """
-        await logger.awarning(
-            f"session_summary_reset reason=folded_range_changed folded_count={state.folded_count} "
-            f"session_id={state.key.session_id!r}"
-        )
         empty = SessionState(key=state.key, paused_until=state.paused_until, last_error=state.last_error)
         async with self.sessions() as session:
-            await store.compare_and_swap(session, state, empty)
+            won = await store.compare_and_swap(session, state, empty)
             await session.commit()
+        if won:
+            await logger.awarning(
+                f"session_summary_reset reason=folded_range_changed folded_count={state.folded_count} "
+                f"session_id={state.key.session_id!r}"
+            )
+        return won
 
-    async def _fold_batches(
-        self,
-        state: SessionState,
-        batches: Sequence[Sequence[MessageTable]],
-        llm: BaseChatModel,
-        provider: str | None,
+    async def _fold(
+        self, turn: Turn, reading: _Reading, batches: Sequence[Sequence[MessageTable]], mode: Mode, llm: BaseChatModel
     ) -> _FoldCost:
-        """Claim the session's fold, check the batches are still as read, then fold and commit batch by batch.
+        """Claim the session's fold; under the claim, check the folded range and the batches, then fold.
 
         Without the claim (another worker is folding, or the row moved on since it was
-        read) no model is called: the turn waits for that fold and uses its row.
+        read) no model is called: the turn waits for that fold and uses its row. Every
+        change to the row while the claim holds is this worker's, or a cleanup listener's,
+        which makes the fold's compare-and-swap fail.
         """
-        claim = await self._claim(state, batches)
-        if claim is None:
+        state = reading.state
+        until = await self._claim(state, mode)
+        if until is None:
             await self._wait_for_fold_elsewhere(state.key)
             return _FoldCost()
         try:
-            if not claim.batches_unchanged:
+            if state.cursor is not None and await self._folded_range_changed(turn, state):
+                if not await self._reset(state):
+                    return _FoldCost()
+                reading = await self._read(turn)
+                state, batches = reading.state, self._plan(turn, reading, mode, may_fold=True).batches
+            if not batches:
+                return _FoldCost()
+            if not await self._still_stored(batches):
                 await logger.ainfo(
                     f"session_summary_fold_discarded reason=messages_changed session_id={state.key.session_id!r}"
                 )
                 return _FoldCost()
-            return await self._fold_claimed(state, batches, llm, provider)
+            return await self._fold_claimed(state, batches, llm, turn.provider)
         finally:
             async with self.sessions() as session:
-                await store.release_fold(session, state.key, claim.until)
+                await store.release_fold(session, state.key, until)
                 await session.commit()
 
     async def _fold_claimed(
@@ -375,25 +379,28 @@ class SessionMemoryService:
         else:
             await logger.ainfo(f"session_summary_fold_discarded reason=messages_changed session_id={session_id!r}")
 
-    async def _claim(self, state: SessionState, batches: Sequence[Sequence[MessageTable]]) -> "_Claim | None":
-        """Claim the fold for as long as its model calls may take; None when another worker has it.
+    async def _claim(self, state: SessionState, mode: Mode) -> datetime | None:
+        """Claim the fold for as long as this mode's model calls may take; None when another worker has it.
 
         With the claim held, any later delete or edit of the session's messages moves the
-        row's version (cleanup listener), so the fold cannot commit. A change made between
-        this turn's read and the claim is caught by reading the batches again here.
+        row's version (cleanup listener), so the fold cannot commit.
         """
         now = self.clock()
-        until = now + timedelta(seconds=self.fold_timeout * len(batches)) + CLAIM_MARGIN
+        batches = COMPACTION_MAX_BATCHES if mode is Mode.COMPACT else self.max_batches
+        until = now + timedelta(seconds=self.fold_timeout * batches) + CLAIM_MARGIN
         async with self.sessions() as session:
             if state.version == 0:
                 await store.create_if_absent(session, state.key)
             claimed = await store.claim_fold(session, state, until, now, self.longest_claim)
             await session.commit()
-            if not claimed:
-                return None
+        return until if claimed else None
+
+    async def _still_stored(self, batches: Sequence[Sequence[MessageTable]]) -> bool:
+        """Whether the batches are still stored as read: a change between this turn's read and its claim."""
+        async with self.sessions() as session:
             unchanged = await messages.still_stored(session, [row for batch in batches for row in batch])
             await session.commit()
-        return _Claim(until=until, batches_unchanged=unchanged)
+        return unchanged
 
     async def _wait_for_fold_elsewhere(self, key: SessionKey) -> None:
         """Wait while another worker's claim holds, at most one fold timeout; then the turn reads its row."""
@@ -430,12 +437,6 @@ class SessionMemoryService:
             await store.pause(session, key, until, reason)
             await session.commit()
         await logger.awarning(f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()}")
-
-
-@dataclass(frozen=True)
-class _Claim:
-    until: datetime
-    batches_unchanged: bool
 
 
 def _is_folded(row: MessageTable, state: SessionState) -> bool:
