@@ -1,10 +1,23 @@
-"""Operator CLI: ``python -m langflow_session_memory migrate|status [--url URL]``."""
+"""Operator CLI on Langflow's database (``LANGFLOW_DATABASE_URL`` or ``--url``).
+
+    python -m langflow_session_memory migrate|status [--url URL]
+    python -m langflow_session_memory list  --flow-id F
+    python -m langflow_session_memory show  --flow-id F --session-id S [--context-id C] [--owner-id O]
+    python -m langflow_session_memory reset --flow-id F --session-id S [--context-id C] [--owner-id O]
+
+Operators see every owner's rows; ``--owner-id`` narrows to one.
+"""
 
 import argparse
 import asyncio
 import sys
+from uuid import UUID
+
+from sqlalchemy import pool
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory import store, summarizer
 
 
 def langflow_database_url() -> str:
@@ -14,19 +27,111 @@ def langflow_database_url() -> str:
     return get_settings_service().settings.database_url
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m langflow_session_memory")
-    parser.add_argument("command", choices=["migrate", "status"])
-    parser.add_argument("--url", help="database URL (default: Langflow's own, from LANGFLOW_DATABASE_URL)")
-    args = parser.parse_args(argv)
-    url = args.url or langflow_database_url()
-    if args.command == "migrate":
+async def _on_database(url: str, work):
+    url = runner.async_database_url(url)
+    connect_args = {"prepare_threshold": None} if url.startswith("postgresql") else {}
+    engine = create_async_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
+    try:
+        async with async_sessionmaker(engine, expire_on_commit=False)() as session:
+            return await work(session)
+    finally:
+        await engine.dispose()
+
+
+def _rows(arguments):
+    async def find(session):
+        return await store.find(
+            session,
+            arguments.flow_id,
+            owner_id=arguments.owner_id,
+            session_id=getattr(arguments, "session_id", None),
+            context_id=getattr(arguments, "context_id", None),
+            limit=arguments.limit,
+        )
+
+    return find
+
+
+def _list(url: str, arguments) -> int:
+    rows = asyncio.run(_on_database(url, _rows(arguments)))
+    print("session_id\tcontext_id\towner_id\tfolded\twords\tupdated_at\tpaused_until")
+    for row in rows:
+        print(
+            f"{row.session_id}\t{row.context_id}\t{row.owner_id}\t{row.folded_count}\t"
+            f"{summarizer.word_count(row.summary)}\t{row.updated_at.isoformat()}\t"
+            f"{row.paused_until.isoformat() if row.paused_until else '-'}"
+        )
+    return 0
+
+
+def _show(url: str, arguments) -> int:
+    rows = asyncio.run(_on_database(url, _rows(arguments)))
+    for row in rows:
+        print(f"session {row.session_id!r} context {row.context_id!r} owner {row.owner_id}")
+        print(f"  folded {row.folded_count} messages, version {row.version}, updated {row.updated_at.isoformat()}")
+        if row.paused_until:
+            print(f"  folding paused until {row.paused_until.isoformat()}: {row.last_error}")
+        print("  " + (row.summary or "(no summary yet)").replace("\n", "\n  "))
+    if not rows:
+        print("no session memory for that flow and session")
+    return 0 if rows else 1
+
+
+def _reset(url: str, arguments) -> int:
+    async def reset(session):
+        removed = await store.reset(
+            session,
+            arguments.flow_id,
+            owner_id=arguments.owner_id,
+            session_id=arguments.session_id,
+            context_id=arguments.context_id,
+        )
+        await session.commit()
+        return removed
+
+    removed = asyncio.run(_on_database(url, reset))
+    print(f"reset {removed} row(s): the next turn folds the session again from its start")
+    return 0
+
+
+def _migration(url: str, command: str) -> int:
+    if command == "migrate":
         asyncio.run(runner.upgrade(url))
     current = asyncio.run(runner.current_revision(url))
     head = runner.head_revision()
     state = "up to date" if current == head else "behind"
     print(f"session_memory_state: revision {current or 'none'} (head {head}, {state}) on {url.split('://')[0]}")
     return 0 if current == head else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    database = argparse.ArgumentParser(add_help=False)
+    database.add_argument("--url", help="database URL (default: Langflow's own, from LANGFLOW_DATABASE_URL)")
+    parser = argparse.ArgumentParser(prog="python -m langflow_session_memory")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("migrate", parents=[database], help="bring session_memory_state to the newest revision")
+    commands.add_parser("status", parents=[database], help="the revision applied; exit 1 when behind")
+    for name, help_text, per_session in (
+        ("list", "the flow's sessions that have session memory", False),
+        ("show", "a session's notes and their state", True),
+        ("reset", "forget a session's notes (the next turn folds it again)", True),
+    ):
+        command = commands.add_parser(name, parents=[database], help=help_text)
+        command.add_argument("--flow-id", type=UUID, required=True)
+        command.add_argument("--owner-id", type=UUID, help="only this owner's rows (default: every owner)")
+        if per_session:
+            command.add_argument("--session-id", required=True)
+            command.add_argument("--context-id", help="only this Agent Context ID ('' for none; default: every one)")
+        command.add_argument("--limit", type=int, default=store.LIST_LIMIT, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    url = arguments.url or langflow_database_url()
+    if arguments.command in ("migrate", "status"):
+        return _migration(url, arguments.command)
+    return {"list": _list, "show": _show, "reset": _reset}[arguments.command](url, arguments)
 
 
 if __name__ == "__main__":

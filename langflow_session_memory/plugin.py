@@ -1,4 +1,4 @@
-"""``langflow.plugins`` entry point: cleanup listeners, our migration, and the orphan sweep.
+"""``langflow.plugins`` entry point: cleanup listeners, our migration, the orphan sweep and the REST API.
 
 Langflow never runs ``on_event("startup")`` handlers; a router lifespan does run, after
 Langflow's own migrations, once per worker. A failure is logged and Langflow starts
@@ -61,5 +61,8 @@ async def lifespan(_app):
 
 
 def register(app) -> None:
+    from langflow_session_memory.api import router
+
     install_cleanup_listeners()
     app.include_router(APIRouter(lifespan=lifespan))
+    app.include_router(router)

@@ -38,12 +38,15 @@ def test_langflow_starts_on_a_database_that_carries_our_table(langflow):
     assert langflow.sql("SELECT count(*) FROM session_memory_state") == [(0,)]
 
 
-def test_catalogue_lists_the_component_with_the_switch_off_and_advanced(langflow):
+def test_catalogue_shows_the_switch_off_and_n_on_the_node(langflow):
     entry = langflow.catalogue_entry("SessionMemoryAgent")
     switch = entry["template"]["summarize_older_messages"]
     assert switch["display_name"] == "Summarize Older Messages"
-    assert (switch["advanced"], switch["value"]) == (True, False)
-    assert "n_messages" in entry["template"]
+    assert (switch["advanced"], switch["value"]) == (False, False)
+    assert entry["template"]["n_messages"]["advanced"] is False
+    assert "summar" in entry["description"].lower()
+    stock = langflow.catalogue_entry("Agent")
+    assert stock["template"]["n_messages"]["advanced"] is True  # the stock Agent is not changed
     assert "context_id" in entry["template"]
 
 

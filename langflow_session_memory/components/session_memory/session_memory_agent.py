@@ -1,5 +1,5 @@
 from lfx.components.models_and_agents.agent import AgentComponent
-from lfx.io import BoolInput, IntInput
+from lfx.io import BoolInput, HandleInput, IntInput
 
 from langflow_session_memory.services.session_memory.agent_history import (
     agent_model,
@@ -18,22 +18,40 @@ class SessionMemoryAgentComponent(AgentComponent):
     """
 
     display_name = "Session Memory Agent"
-    description = "Agent that keeps a short summary of the messages older than its chat history window."
+    description = (
+        "Agent that summarizes the messages older than its chat history window into short notes it keeps "
+        "per session (Summarize Older Messages)."
+    )
     name = "SessionMemoryAgent"
     icon = "bot"
 
+    # The stock inputs, with N shown on the node next to the switch it goes with.
     inputs = [
-        *AgentComponent.inputs,
+        *(
+            stock.model_copy(update={"advanced": False}) if stock.name == "n_messages" else stock
+            for stock in AgentComponent.inputs
+        ),
         BoolInput(
             name="summarize_older_messages",
             display_name="Summarize Older Messages",
-            advanced=True,
+            advanced=False,
             value=False,
             info=(
                 "Keep the newest Number of Chat History Messages as they are, and fold older ones, 20 at a time, "
                 "into a short per-session summary (at most 300 words) sent first in the history. Each fold is one "
                 "extra call to the same model, about once every 20 messages; its tokens are added to the turn's "
                 "usage. Off: exactly the stock Agent."
+            ),
+        ),
+        HandleInput(
+            name="summary_model",
+            display_name="Summary Model",
+            input_types=["LanguageModel"],
+            required=False,
+            advanced=True,
+            info=(
+                "With Summarize Older Messages on: a Language Model component that writes the summaries instead of "
+                "the Agent's own model, for example a cheaper one. Its tokens are counted with the turn's usage."
             ),
         ),
         IntInput(

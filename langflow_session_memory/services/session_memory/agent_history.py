@@ -11,6 +11,7 @@ from functools import cache
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.language_models import BaseChatModel
 from lfx.inputs.validators import validate_boolean
 from lfx.log.logger import logger
 from lfx.memory.flow_context import coerce_flow_id, resolve_message_owner_id, should_persist_messages
@@ -126,6 +127,16 @@ def _model_of(component):
     return getattr(component, MODEL_ATTRIBUTE, None) or component._get_llm()
 
 
+def _summary_model_of(component) -> BaseChatModel | None:
+    """The model connected to "Summary Model", if any: it folds instead of the Agent's own model."""
+    model = getattr(component, "summary_model", None)
+    return model if isinstance(model, BaseChatModel) else None
+
+
+def _fold_model_of(component) -> BaseChatModel:
+    return _summary_model_of(component) or _model_of(component)
+
+
 def _fixed_tokens(component) -> int:
     """Estimated tokens the history does not control: instructions and the user's input."""
     input_text = component.input_value.text if isinstance(component.input_value, Message) else component.input_value
@@ -157,7 +168,9 @@ def _memory_turn(component):
         session_id=str(graph.session_id),
         context_id=component.context_id or "",
     )
-    provider, _name, _connected = component._selected_model_remediation_context()
+    # The provider names Langflow's provider-scoped remediations for the model that folds; a connected
+    # Summary Model's provider is not known here, so only the unscoped ones apply to it.
+    provider = None if _summary_model_of(component) else component._selected_model_remediation_context()[0]
     return Turn(
         key=key,
         n_messages=int(component.n_messages),
@@ -189,7 +202,7 @@ async def _with_memory(component, build):
 
 async def history_with_memory(component, stock: Callable[[], Awaitable[list[Message]]]) -> list[Message]:
     """The Agent's history with the summary first; the stock history whenever memory cannot apply."""
-    built = await _with_memory(component, lambda service, turn: service.build_history(turn, _model_of(component)))
+    built = await _with_memory(component, lambda service, turn: service.build_history(turn, _fold_model_of(component)))
     if built is None:
         return await stock()
     _turn, history = built
@@ -284,7 +297,7 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
 
 async def _compacted_history(component):
     """The summary-only history, or None when even that cannot fit (so retrying is pointless)."""
-    built = await _with_memory(component, lambda service, turn: service.compact(turn, _model_of(component)))
+    built = await _with_memory(component, lambda service, turn: service.compact(turn, _fold_model_of(component)))
     if built is None:
         return None
     turn, history = built

@@ -7,6 +7,7 @@ Langflow's own transaction.
 """
 
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from sqlalchemy import and_, delete, exists, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -23,6 +24,7 @@ from langflow_session_memory.services.session_memory.model import (
 
 KEY_COLUMNS = ("flow_id", "owner_id", "session_id", "context_id")
 SWEEP_BATCH = 500
+LIST_LIMIT = 100
 
 
 def key_filter(key: SessionKey):
@@ -172,3 +174,52 @@ async def sweep_orphans(session: AsyncSession, limit: int = SWEEP_BATCH) -> int:
         return 0
     result = await session.execute(delete(table).where(table.c.id.in_(ids)))
     return result.rowcount
+
+
+def _scope(flow_id: UUID, owner_id: UUID | None = None, session_id: str | None = None, context_id: str | None = None):
+    """Rows of a flow, narrowed by whichever of owner, session and context are given."""
+    table = SessionMemoryState.__table__.c
+    conditions = [table.flow_id == flow_id]
+    for column, value in ((table.owner_id, owner_id), (table.session_id, session_id), (table.context_id, context_id)):
+        if value is not None:
+            conditions.append(column == value)
+    return and_(*conditions)
+
+
+async def find(
+    session: AsyncSession,
+    flow_id: UUID,
+    *,
+    owner_id: UUID | None = None,
+    session_id: str | None = None,
+    context_id: str | None = None,
+    limit: int = LIST_LIMIT,
+) -> list[SessionMemoryState]:
+    """The flow's rows (newest update first), at most ``limit``; for the REST API and the operator CLI."""
+    table = SessionMemoryState.__table__
+    statement = (
+        select(table)
+        .where(_scope(flow_id, owner_id, session_id, context_id))
+        .order_by(table.c.updated_at.desc(), table.c.id.desc())
+        .limit(limit)
+    )
+    return [SessionMemoryState.model_validate(dict(row._mapping)) for row in await session.execute(statement)]
+
+
+async def replace_summary(session: AsyncSession, key: SessionKey, summary: str) -> bool:
+    """A person's correction of the notes: new version (a fold in flight then cannot overwrite it), no pause."""
+    table = SessionMemoryState.__table__
+    statement = (
+        update(table)
+        .where(key_filter(key))
+        .values(summary=summary, version=table.c.version + 1, paused_until=None, last_error=None, updated_at=utc_now())
+    )
+    return (await session.execute(statement)).rowcount == 1
+
+
+async def reset(
+    session: AsyncSession, flow_id: UUID, *, owner_id: UUID | None, session_id: str, context_id: str | None
+) -> int:
+    """Delete the rows of one session (one context, or all of them): the next turn folds it again from its start."""
+    table = SessionMemoryState.__table__
+    return (await session.execute(delete(table).where(_scope(flow_id, owner_id, session_id, context_id)))).rowcount

@@ -74,6 +74,17 @@ def _clipped(text: str) -> str:
     return f"{text[:MAX_CHARACTERS_PER_MESSAGE]} [... {len(text) - MAX_CHARACTERS_PER_MESSAGE} more characters]"
 
 
+def validate_edited_summary(candidate: str) -> str:
+    """A person's notes, checked like a fold's where it applies: not empty, at most the word cap."""
+    summary = candidate.strip()
+    if not summary:
+        raise SummaryRejectedError("empty summary")
+    words = word_count(summary)
+    if words > SUMMARY_WORD_LIMIT:
+        raise SummaryRejectedError(f"summary has {words} words, over the {SUMMARY_WORD_LIMIT}-word cap")
+    return summary
+
+
 def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
     transcript = "\n".join(f"{line.role}: {_clipped(line.text)}" for line in batch)
     notes = previous_summary or "(none yet)"

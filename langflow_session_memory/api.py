@@ -1,0 +1,138 @@
+"""REST API to see, correct and reset a session's summary, with Langflow's own authentication.
+
+Mounted by the plugin under ``/api/v1/session_memory``. A caller reaches only flows it owns
+and, in them, only the rows it owns (its own Playground and API sessions); anything else
+answers 404, so nobody learns that another user's flow or session exists.
+"""
+
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from langflow.api.utils.core import CurrentActiveUser
+from langflow.services.database.models.flow.model import Flow
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from langflow_session_memory.services.session_memory import store, summarizer
+from langflow_session_memory.services.session_memory.agent_history import langflow_database_session
+from langflow_session_memory.services.session_memory.model import SessionKey, SessionMemoryState
+
+router = APIRouter(prefix="/api/v1/session_memory", tags=["Session Memory"])
+NOT_FOUND = "No session memory here"
+
+
+async def _database():
+    async with langflow_database_session() as session:
+        yield session
+
+
+Database = Annotated[AsyncSession, Depends(_database)]
+ContextQuery = Annotated[str, Query(description="The Agent's Context ID; empty for an Agent without one")]
+
+
+class SessionListItem(BaseModel):
+    session_id: str
+    context_id: str
+    folded_count: int
+    words: int
+    updated_at: datetime
+    paused_until: datetime | None
+
+
+class SessionMemory(BaseModel):
+    session_id: str
+    context_id: str
+    summary: str
+    folded_count: int
+    version: int
+    paused_until: datetime | None
+    last_error: str | None
+    updated_at: datetime
+
+
+class SummaryEdit(BaseModel):
+    summary: str
+
+
+async def _require_flow(session: AsyncSession, flow_id: UUID, user) -> None:
+    owned = await session.scalar(select(Flow.id).where(Flow.id == flow_id, Flow.user_id == user.id))
+    if owned is None:
+        raise HTTPException(status_code=404, detail=NOT_FOUND)
+
+
+async def _row(session: AsyncSession, flow_id: UUID, user, session_id: str, context_id: str) -> SessionMemoryState:
+    await _require_flow(session, flow_id, user)
+    rows = await store.find(session, flow_id, owner_id=user.id, session_id=session_id, context_id=context_id, limit=1)
+    if not rows:
+        raise HTTPException(status_code=404, detail=NOT_FOUND)
+    return rows[0]
+
+
+def _memory(row: SessionMemoryState) -> SessionMemory:
+    return SessionMemory.model_validate(row, from_attributes=True)
+
+
+@router.get("/{flow_id}/sessions", response_model=list[SessionListItem])
+async def list_sessions(
+    flow_id: UUID,
+    user: CurrentActiveUser,
+    session: Database,
+    limit: Annotated[int, Query(ge=1, le=1000)] = store.LIST_LIMIT,
+) -> list[SessionListItem]:
+    """The flow's sessions that have session memory, most recently updated first."""
+    await _require_flow(session, flow_id, user)
+    rows = await store.find(session, flow_id, owner_id=user.id, limit=limit)
+    return [
+        SessionListItem(
+            session_id=row.session_id,
+            context_id=row.context_id,
+            folded_count=row.folded_count,
+            words=summarizer.word_count(row.summary),
+            updated_at=row.updated_at,
+            paused_until=row.paused_until,
+        )
+        for row in rows
+    ]
+
+
+@router.get("/{flow_id}/sessions/{session_id}", response_model=SessionMemory)
+async def get_session(
+    flow_id: UUID, session_id: str, user: CurrentActiveUser, session: Database, context_id: ContextQuery = ""
+) -> SessionMemory:
+    """One session's notes and their state; 404 when it has none."""
+    return _memory(await _row(session, flow_id, user, session_id, context_id))
+
+
+@router.put("/{flow_id}/sessions/{session_id}", response_model=SessionMemory)
+async def edit_session(
+    flow_id: UUID,
+    session_id: str,
+    edit: SummaryEdit,
+    user: CurrentActiveUser,
+    session: Database,
+    context_id: ContextQuery = "",
+) -> SessionMemory:
+    """Replace the notes (not empty, at most 300 words); clears a pause. The next turn sends them."""
+    row = await _row(session, flow_id, user, session_id, context_id)
+    try:
+        summary = summarizer.validate_edited_summary(edit.summary)
+    except summarizer.SummaryRejectedError as error:
+        raise HTTPException(status_code=422, detail=str(error)) from None
+    key = SessionKey(flow_id=row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id)
+    await store.replace_summary(session, key, summary)
+    await session.commit()
+    return _memory(await _row(session, flow_id, user, session_id, context_id))
+
+
+@router.delete("/{flow_id}/sessions/{session_id}", status_code=204)
+async def reset_session(
+    flow_id: UUID, session_id: str, user: CurrentActiveUser, session: Database, context_id: ContextQuery = ""
+) -> Response:
+    """Forget the notes: the next turn folds the session again from its start."""
+    await _row(session, flow_id, user, session_id, context_id)
+    await store.reset(session, flow_id, owner_id=user.id, session_id=session_id, context_id=context_id)
+    await session.commit()
+    return Response(status_code=204)
