@@ -13,7 +13,7 @@ import asyncio
 import sys
 from uuid import UUID
 
-from sqlalchemy import pool
+from sqlalchemy import make_url, pool
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 from langflow_session_memory.migrations import runner
@@ -95,12 +95,18 @@ def _reset(url: str, arguments) -> int:
 
 
 def _migration(url: str, command: str) -> int:
+    where = make_url(url).render_as_string(hide_password=True)
+    before = asyncio.run(runner.current_revision(url))
     if command == "migrate":
         asyncio.run(runner.upgrade(url))
     current = asyncio.run(runner.current_revision(url))
     head = runner.head_revision()
-    state = "up to date" if current == head else "behind"
-    print(f"session_memory_state: revision {current or 'none'} (head {head}, {state}) on {url.split('://')[0]}")
+    if command == "migrate" and before != current:
+        created = " (created the table session_memory_state)" if before is None else ""
+        print(f"session_memory_state: migrated {before or 'none'} -> {current}{created} on {where}")
+    else:
+        state = "up to date" if current == head else "behind"
+        print(f"session_memory_state: revision {current or 'none'} (head {head}, {state}) on {where}")
     return 0 if current == head else 1
 
 

@@ -4,6 +4,7 @@ import asyncio
 import uuid
 
 from langflow_session_memory.__main__ import main
+from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory import store
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionState
 from tests.databases import langflow_schema_database
@@ -44,5 +45,8 @@ def test_list_show_and_reset_one_session(database_url, capsys):
 
 def test_migrate_and_status_take_the_url_after_the_command(database_url, capsys):
     assert main(["status", "--url", database_url]) == 1
+    assert main(["migrate", "--url", database_url]) == 0
+    head = runner.head_revision()
+    assert f"migrated none -> {head} (created the table session_memory_state)" in capsys.readouterr().out
     assert main(["migrate", "--url", database_url]) == 0
     assert "up to date" in capsys.readouterr().out
