@@ -250,7 +250,7 @@ async def _record_call_size(component) -> None:
     async def record(service, turn):
         size = calls.last_call_tokens
         keep = size if turn.context_window and size >= context_size.RECORD_RATIO * turn.context_window else None
-        if keep != history.recorded_call_tokens:
+        if keep != (history.state.last_call_tokens if history.state else None):
             await service.record_call_size(turn.key, keep)
 
     await _with_memory(component, record)

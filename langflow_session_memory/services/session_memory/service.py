@@ -69,14 +69,14 @@ class Turn:
 
 @dataclass(frozen=True)
 class History:
-    """What the Agent sends as chat history, what the fold cost, and the call size the row holds."""
+    """What the Agent sends as chat history, what the fold cost, and the row it was planned from."""
 
     messages: list[Message]
     summary: str = ""
     folded: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    recorded_call_tokens: int | None = None
+    state: SessionState | None = None
 
 
 class Mode(Enum):
@@ -165,7 +165,7 @@ class SessionMemoryService:
             folded=cost.folded,
             input_tokens=cost.input_tokens,
             output_tokens=cost.output_tokens,
-            recorded_call_tokens=reading.state.last_call_tokens,
+            state=reading.state,
         )
 
     async def record_call_size(self, key: SessionKey, tokens: int | None) -> None:
