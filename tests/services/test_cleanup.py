@@ -6,7 +6,7 @@ import pytest
 from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import delete, select, text
 
-from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory import cleanup, store
 from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners, sweep
 from langflow_session_memory.services.session_memory.messages import cursor_of
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionState
@@ -153,3 +153,19 @@ async def test_raw_sql_delete_leaves_an_orphan_that_the_sweep_removes(sessions):
     assert await sweep(sessions) >= 1
     assert await state_of(sessions, key) is None
     assert await state_of(sessions, alive) is not None
+
+
+async def test_a_failure_of_ours_never_fails_langflows_delete(sessions, monkeypatch, captured_logs):
+    key = new_key()
+    rows = await folded_chat(sessions, key)
+
+    def broken(*_args):
+        raise RuntimeError("a bug in the extension")
+
+    monkeypatch.setattr(cleanup, "_follow_changes", broken)
+    await delete_messages(sessions, rows[:3])
+
+    async with sessions() as session:
+        left = (await session.execute(select(MessageTable.id).where(MessageTable.flow_id == key.flow_id))).all()
+    assert len(left) == len(rows) - 3  # Langflow's delete committed
+    assert any(log["event"].startswith("session_memory_cleanup_failed action=delete_messages") for log in captured_logs)

@@ -33,7 +33,6 @@ from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 from sqlalchemy import Connection, Uuid, and_, any_, delete, event, exists, func, inspect, literal, or_, select, update
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ColumnElement
@@ -64,7 +63,7 @@ def _isolated(connection: Connection, action: str, work: Callable[[], None]) -> 
     try:
         with connection.begin_nested():
             work()
-    except DBAPIError as error:
+    except Exception as error:  # noqa: BLE001 - ours must never fail Langflow's delete or update; logged, rolled back
         logger.error(f"session_memory_cleanup_failed action={action} reason={describe(error)}")
 
 
@@ -111,7 +110,13 @@ def _delete_messages(state: ORMExecuteState, connection: Connection):
     if where is not None:
         touched = touched.where(_deleted_messages(where, connection.dialect.name))
     touched = touched.group_by(MESSAGE.c.flow_id, MESSAGE.c.user_id, MESSAGE.c.session_id)
-    oldest_removed = {(f, u, s): ts for f, u, s, ts in connection.execute(touched) if f is not None and u is not None}
+    oldest_removed: dict[tuple, datetime] = {}
+
+    def read_chats() -> None:
+        rows = connection.execute(touched)
+        oldest_removed.update({(f, u, s): ts for f, u, s, ts in rows if f is not None and u is not None})
+
+    _isolated(connection, "read_deleted_messages", read_chats)
     result = state.invoke_statement()
     if oldest_removed:
         _isolated(connection, "delete_messages", lambda: _follow_changes(connection, oldest_removed))
@@ -122,7 +127,8 @@ def _delete_flows(state: ORMExecuteState, connection: Connection):
     flow_table = state.statement.table
     where = state.statement.whereclause
     flow_ids = select(flow_table.c.id) if where is None else select(flow_table.c.id).where(where)
-    ids = list(connection.execute(flow_ids).scalars())
+    ids: list[UUID] = []
+    _isolated(connection, "read_deleted_flows", lambda: ids.extend(connection.execute(flow_ids).scalars()))
     result = state.invoke_statement()
 
     def drop_rows() -> None:
