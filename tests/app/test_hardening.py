@@ -175,3 +175,17 @@ def test_zero_messages_with_a_context_error_reads_and_writes_nothing(langflow, f
     assert response.status_code != 200
     assert [r["kind"] for r in fake_model.requests()[before:]] == ["chat"]
     assert langflow.sql("SELECT count(*) FROM session_memory_state WHERE session_id = :s", s=session_id) == [(0,)]
+
+
+def test_a_large_last_model_call_is_recorded_for_the_next_early_fold(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=10)
+    on = {agent_id: {"summarize_older_messages": True, "context_window_tokens": 2000}}
+    session_id = session()
+    before = len(fake_model.requests())
+    langflow.run(
+        flow_id, "Here is the log:\n" + "ERROR worker-7 connection reset\n" * 40, session_id=session_id, tweaks=on
+    )
+    [chat] = [r for r in fake_model.requests()[before:] if r["kind"] == "chat"]
+    assert chat["prompt_tokens"] >= 800  # at least 40% of the window: worth keeping
+    recorded = langflow.sql("SELECT last_call_tokens FROM session_memory_state WHERE session_id = :s", s=session_id)
+    assert recorded == [(chat["prompt_tokens"] + chat["completion_tokens"],)]

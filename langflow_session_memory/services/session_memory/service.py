@@ -171,6 +171,8 @@ class SessionMemoryService:
     async def record_call_size(self, key: SessionKey, tokens: int | None) -> None:
         """Keep (or clear) the size of the last model call of this key's turn, for the next early-fold check."""
         async with self.sessions() as session:
+            if tokens is not None:
+                await store.create_if_absent(session, key)
             await store.record_call_size(session, key, tokens)
             await session.commit()
 
