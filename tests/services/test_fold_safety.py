@@ -16,40 +16,16 @@ from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory import store
 from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners
-from langflow_session_memory.services.session_memory.model import SessionKey
 from langflow_session_memory.services.session_memory.service import SessionMemoryService, Turn
-from tests.chat import START, ScriptedChatModel, chat_rows, store_rows
+from tests.chat import ScriptedChatModel, chat_rows, store_rows
 
 WINDOW = 10
 MARKER = "SECRET-MARKER-7731"
 
 
-class Clock:
-    def __init__(self):
-        self.now = START + timedelta(days=1)
-
-    def __call__(self):
-        return self.now
-
-
 @pytest.fixture(autouse=True)
 def listeners():
     install_cleanup_listeners()
-
-
-@pytest.fixture
-def key() -> SessionKey:
-    return SessionKey(flow_id=uuid.uuid4(), owner_id=uuid.uuid4(), session_id="New Session 0")
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def service(sessions, clock) -> SessionMemoryService:
-    return SessionMemoryService(sessions=sessions, clock=clock)
 
 
 async def seed(sessions, key, count) -> list[MessageTable]:

@@ -16,32 +16,9 @@ from langflow_session_memory.services.session_memory.service import (
     SessionMemoryService,
     Turn,
 )
-from tests.chat import START, ScriptedChatModel, chat_rows, store_rows
+from tests.chat import ScriptedChatModel, chat_rows, store_rows
 
 WINDOW = 10
-
-
-class Clock:
-    def __init__(self):
-        self.now = START + timedelta(days=1)
-
-    def __call__(self):
-        return self.now
-
-
-@pytest.fixture
-def key() -> SessionKey:
-    return SessionKey(flow_id=uuid.uuid4(), owner_id=uuid.uuid4(), session_id="New Session 0")
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def service(sessions, clock) -> SessionMemoryService:
-    return SessionMemoryService(sessions=sessions, clock=clock)
 
 
 async def seed(sessions, key, count, **kwargs) -> tuple[list, Turn]:
