@@ -4,6 +4,7 @@ import json
 import uuid
 
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.playground import NOTES_KEPT_OUT, STEP_NAME
 from langflow_session_memory.services.session_memory.service import SUMMARY_FRAME
 
 FACT = "Our project is PRJ-123 on the EU cluster."
@@ -77,7 +78,8 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
     events = [json.loads(chunk) for chunk in response.text.split("\n\n") if chunk.strip()]
     chat_events = [event for event in events if event["event"] != "log"]  # "log" is the Agent's own prompt trace
     assert {"add_message", "end"} <= {event["event"] for event in chat_events}
-    assert not any("Key facts" in json.dumps(event) for event in chat_events)
+    for event in chat_events:  # the notes appear only as the "Session memory" step's output, never as chat text
+        assert "Key facts" not in json.dumps(without_step_outputs(event))
 
     [(version, folded_count)] = langflow.sql(
         "SELECT version, folded_count FROM session_memory_state WHERE session_id = :s", s=session_id
@@ -93,6 +95,77 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
     )
     assert summary_requests(fake_model, before) == []
     assert chat_requests(fake_model, before)[-1]["body"]["messages"][1]["content"].startswith(SUMMARY_PREFIX)
+
+
+def memory_steps(blocks) -> list[dict]:
+    """The "Session memory" steps in a message's content blocks, at the top or inside a group."""
+    found = []
+    for block in blocks or []:
+        if block.get("type") == "tool_use" and block.get("name") == STEP_NAME:
+            found.append(block)
+        found += memory_steps(block.get("contents"))
+    return found
+
+
+def without_step_outputs(payload):
+    """``payload`` with every "Session memory" step's output blanked, wherever it sits."""
+    if isinstance(payload, list):
+        return [without_step_outputs(item) for item in payload]
+    if not isinstance(payload, dict):
+        return payload
+    if payload.get("type") == "tool_use" and payload.get("name") == STEP_NAME:
+        return {**payload, "output": None}
+    return {name: without_step_outputs(value) for name, value in payload.items()}
+
+
+def switch_on_in_flow(langflow, flow_id: str, agent_id: str) -> None:
+    """Turn the switch on in the saved flow, as a builder does on the node (the Playground sends no tweaks)."""
+    flow = langflow.http.get(f"/api/v1/flows/{flow_id}").raise_for_status().json()
+    node = next(n for n in flow["data"]["nodes"] if n["id"] == agent_id)
+    node["data"]["node"]["template"]["summarize_older_messages"]["value"] = True
+    langflow.http.patch(f"/api/v1/flows/{flow_id}", json={"data": flow["data"]}).raise_for_status()
+
+
+def playground_turn(langflow, flow_id: str, text_: str, session_id: str) -> list[dict]:
+    """One turn as the Playground runs it: build the flow, then read the job's events."""
+    body = {"inputs": {"input_value": text_, "session": session_id}}
+    job = langflow.http.post(f"/api/v1/build/{flow_id}/flow", json=body).raise_for_status().json()
+    events = langflow.http.get(f"/api/v1/build/{job['job_id']}/events").raise_for_status()
+    return [json.loads(line) for line in events.text.splitlines() if line.strip()]
+
+
+def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_notes(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    switch_on_in_flow(langflow, flow_id, agent_id)
+    session_id = f"step-{uuid.uuid4()}"
+    langflow.run(flow_id, FACT, session_id=session_id)
+    talk(langflow, flow_id, session_id, 10)
+
+    events = playground_turn(langflow, flow_id, QUESTION, session_id)
+
+    steps = [
+        step for e in events if e.get("event") == "add_message" for step in memory_steps(e["data"]["content_blocks"])
+    ]
+    assert any("PRJ-123" in (step["output"] or "") for step in steps)  # the notes, while the answer is written
+    final = steps[-1]
+    assert final["tool_input"]["earlier_messages_summarized"] == 20
+    assert final["tool_input"]["folded_this_turn"] == 20
+    assert f"/api/v1/session_memory/{flow_id}/sessions/{session_id}" in final["tool_input"]["notes_api"]
+    assert final["output"] == NOTES_KEPT_OUT
+
+    stored = langflow.sql(
+        "SELECT text, content_blocks FROM message WHERE session_id = :s AND sender = 'Machine'", s=session_id
+    )
+    blocks = [json.loads(b) if isinstance(b, str) else b for _, b in stored]
+    assert memory_steps(blocks[-1])  # the step is stored, with counts only
+    assert {step["output"] for b in blocks for step in memory_steps(b)} == {NOTES_KEPT_OUT}
+    assert not any("Key facts" in json.dumps(b) for b in blocks)
+    assert not any("Key facts" in text for text, _ in stored)
+
+    response = langflow.run(flow_id, "One more thing.", session_id=session_id).json()
+    answer = response["outputs"][0]["outputs"][0]["results"]["message"]
+    [step] = memory_steps(answer["content_blocks"])  # the API's answer carries the step too, without notes
+    assert step["output"] == NOTES_KEPT_OUT
 
 
 def test_switch_off_sends_exactly_the_stock_agents_requests(langflow, fake_model):

@@ -7,7 +7,9 @@ from langflow_session_memory.services.session_memory.agent_history import (
     history_with_memory,
     memory_switched_on,
     run_with_context_recovery,
+    with_memory_step,
 )
+from langflow_session_memory.services.session_memory.playground import store_without_notes
 
 
 class SessionMemoryAgentComponent(AgentComponent):
@@ -83,3 +85,15 @@ class SessionMemoryAgentComponent(AgentComponent):
             return await super().run_agent(agent)
         result = await run_with_context_recovery(self, agent, super().run_agent)
         return await finish_turn(self, result)
+
+    def _build_initial_agent_message(self):
+        message = super()._build_initial_agent_message()
+        if not memory_switched_on(self):
+            return message
+        return with_memory_step(self, message)
+
+    async def _store_message(self, message):
+        return await store_without_notes(message, super()._store_message)
+
+    async def _update_stored_message(self, message):
+        return await store_without_notes(message, super()._update_stored_message)

@@ -19,7 +19,7 @@ from lfx.schema.message import Message
 from lfx.schema.properties import Usage
 from lfx.utils.langflow_utils import has_langflow_db_backend
 
-from langflow_session_memory.services.session_memory import context_size
+from langflow_session_memory.services.session_memory import context_size, playground
 from langflow_session_memory.services.session_memory.reasons import describe
 
 HISTORY_ATTRIBUTE = "_session_memory_history"
@@ -210,10 +210,26 @@ async def history_with_memory(component, stock: Callable[[], Awaitable[list[Mess
     return history.messages
 
 
+def with_memory_step(component, message: Message) -> Message:
+    """The Agent's new answer with the "Session memory" step first among its steps, when there is one to show."""
+    history = getattr(component, HISTORY_ATTRIBUTE, None)
+    graph = getattr(component, "graph", None)
+    if history is None or graph is None:
+        return message
+    step = playground.memory_step(history, session_id=str(graph.session_id), flow_id=graph.flow_id)
+    if step is not None:
+        message.content_blocks.insert(0, step)
+    return message
+
+
 async def finish_turn(component, result: Message) -> Message:
-    """After the Agent answered: add this turn's fold tokens to its usage, keep the last call's size if large."""
+    """After the Agent answered: add the fold tokens to its usage, keep the last call's size if large.
+
+    The answer goes on to the rest of the flow (Chat Output stores it again) with the
+    "Session memory" step's counts only, never the notes.
+    """
     await _record_call_size(component)
-    return await _add_fold_usage(component, result)
+    return playground.without_notes(await _add_fold_usage(component, result))
 
 
 async def _add_fold_usage(component, result: Message) -> Message:

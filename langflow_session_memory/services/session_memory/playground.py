@@ -1,0 +1,113 @@
+"""The "Session memory" step among an Agent answer's steps in the Playground.
+
+The step is a content block of the Agent's message shaped like a tool step (Langflow shows
+those as collapsible steps, and its v1 rendering keeps them under "Agent Steps"): how many
+earlier messages the notes cover, whether this turn folded, a pause and its reason, and,
+while the answer is being written, the notes themselves as the step's output. A summary is
+a copy of what users said, and a copy in a stored message would outlive the deletion of the
+messages it came from: every write of the message stores the step without the notes, and
+the answer handed on to the rest of the flow (Chat Output stores it again) carries it
+without them. The notes stay one REST call away (``api.py``).
+"""
+
+from collections.abc import Awaitable, Callable, Iterator
+
+from lfx.schema.content_types import ToolContent
+from lfx.schema.message import Message
+
+STEP_NAME = "Session memory"
+STEP_ICON = "Brain"
+NOTES_KEPT_OUT = "(the notes are not stored with the answer; GET the API path in notes_api to read them)"
+
+
+def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
+    """The step for a turn built with memory; None when there is nothing to show (no notes, no pause)."""
+    state = history.state
+    if state is None or not (history.summary or state.paused_until):
+        return None
+    facts = {
+        "earlier_messages_summarized": state.folded_count,
+        "folded_this_turn": history.folded,
+        "notes_words": len(history.summary.split()),
+        "notes_api": f"GET /api/v1/session_memory/{flow_id}/sessions/{session_id}",
+    }
+    if state.paused_until:
+        facts["summaries_paused_until"] = state.paused_until.isoformat()
+        facts["pause_reason"] = state.last_error
+    return ToolContent(
+        name=STEP_NAME,
+        tool_input=facts,
+        output=history.summary or None,
+        header={"title": STEP_NAME, "icon": STEP_ICON},
+    )
+
+
+def _steps(blocks) -> Iterator:
+    """Our step wherever it sits: at the top, or inside a group (Langflow's v1 "Agent Steps"), object or dict."""
+    for block in blocks or []:
+        name = block.get("name") if isinstance(block, dict) else getattr(block, "name", None)
+        kind = block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
+        if kind == "tool_use" and name == STEP_NAME:
+            yield block
+        contents = block.get("contents") if isinstance(block, dict) else getattr(block, "contents", None)
+        yield from _steps(contents)
+
+
+def _kept_out(blocks: list) -> tuple[list, str | None]:
+    """New blocks with our step's notes replaced (copies: queued events still hold the originals), and the notes."""
+    notes, copied = None, []
+    for block in blocks or []:
+        if isinstance(block, dict):
+            kind, name, output, contents = (
+                block.get("type"),
+                block.get("name"),
+                block.get("output"),
+                block.get("contents"),
+            )
+        else:
+            kind, name = getattr(block, "type", None), getattr(block, "name", None)
+            output, contents = getattr(block, "output", None), getattr(block, "contents", None)
+        if kind == "tool_use" and name == STEP_NAME and output and output != NOTES_KEPT_OUT:
+            notes = output
+            block = (
+                {**block, "output": NOTES_KEPT_OUT}
+                if isinstance(block, dict)
+                else block.model_copy(update={"output": NOTES_KEPT_OUT})
+            )
+        elif contents:
+            inner, inner_notes = _kept_out(contents)
+            if inner_notes is not None:
+                notes = inner_notes
+                block = (
+                    {**block, "contents": inner}
+                    if isinstance(block, dict)
+                    else block.model_copy(update={"contents": inner})
+                )
+        copied.append(block)
+    return copied, notes
+
+
+def without_notes(message: Message) -> Message:
+    """The message as it may be stored or handed on: the step keeps counts and state, not the notes.
+
+    A copy whenever there are notes to keep out; the message itself is not changed.
+    """
+    blocks, notes = _kept_out(message.content_blocks)
+    return message if notes is None else message.model_copy(update={"content_blocks": blocks})
+
+
+def _notes_in(message: Message) -> str | None:
+    return _kept_out(message.content_blocks)[1]
+
+
+async def store_without_notes(message: Message, write: Callable[[Message], Awaitable[Message]]) -> Message:
+    """Write the message without the notes; hand back what was stored with the notes put back, for the live view."""
+    notes = _notes_in(message)
+    stored = await write(without_notes(message))
+    if notes is not None:
+        for step in _steps(stored.content_blocks):
+            if isinstance(step, dict):
+                step["output"] = notes
+            else:
+                step.output = notes
+    return stored

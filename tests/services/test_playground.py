@@ -1,0 +1,66 @@
+"""The "Session memory" step: what may be stored and handed on (counts, state) and what only the live view shows."""
+
+from lfx.schema.content_types import ContentBlock, TextContent, ToolContent
+from lfx.schema.message import Message
+
+from langflow_session_memory.services.session_memory.playground import (
+    NOTES_KEPT_OUT,
+    STEP_NAME,
+    store_without_notes,
+    without_notes,
+)
+
+NOTES = "Key facts:\n- PRJ-123 on the EU cluster\nConversation so far:\n- the project was named"
+
+
+def step(output=NOTES) -> ToolContent:
+    return ToolContent(name=STEP_NAME, tool_input={"earlier_messages_summarized": 20}, output=output)
+
+
+def answer(*blocks) -> Message:
+    return Message(text="", sender="Machine", sender_name="AI", session_id="s", content_blocks=list(blocks))
+
+
+def outputs(message: Message) -> list:
+    found = []
+    for block in message.content_blocks:
+        inner = block.get("contents") if isinstance(block, dict) else block.contents
+        for item in [block, *(inner or [])]:
+            name = item.get("name") if isinstance(item, dict) else getattr(item, "name", None)
+            if name == STEP_NAME:
+                found.append(item.get("output") if isinstance(item, dict) else item.output)
+    return found
+
+
+def test_the_notes_are_kept_out_of_a_copy_and_the_live_message_keeps_them():
+    live = answer(step(), TextContent(text="From our conversation: PRJ-123"))
+    handed_on = without_notes(live)
+    assert outputs(handed_on) == [NOTES_KEPT_OUT]
+    assert outputs(live) == [NOTES]
+    assert handed_on.text == live.text == "From our conversation: PRJ-123"
+
+
+def test_a_step_inside_a_group_or_as_a_dict_loses_its_notes_too():
+    grouped = answer(ContentBlock(title="Agent Steps", contents=[step()]))
+    as_dicts = answer(ContentBlock(title="Agent Steps", contents=[step()])).model_dump()["content_blocks"]
+    assert outputs(without_notes(grouped)) == [NOTES_KEPT_OUT]
+    message = answer()
+    message.content_blocks = as_dicts
+    assert outputs(without_notes(message)) == [NOTES_KEPT_OUT]
+
+
+async def test_a_write_receives_no_notes_and_the_stored_copy_gets_them_back_for_the_live_view():
+    written = []
+
+    async def write(message):
+        written.append(outputs(message))
+        return answer(step(output=NOTES_KEPT_OUT))
+
+    stored = await store_without_notes(answer(step()), write)
+    assert written == [[NOTES_KEPT_OUT]]
+    assert outputs(stored) == [NOTES]
+
+
+def test_a_message_without_the_step_is_handed_on_unchanged():
+    plain = answer(TextContent(text="hello"))
+    assert without_notes(plain) is plain
