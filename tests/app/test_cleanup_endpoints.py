@@ -11,6 +11,8 @@ import uuid
 
 from langflow.memory import delete_message
 
+from langflow_session_memory.services.session_memory.playground import STEP_NAME
+
 
 def new_session() -> str:
     return f"cleanup-{uuid.uuid4()}"
@@ -26,13 +28,32 @@ def parsed(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
+def without_memory_step(blocks: list) -> list:
+    """Content blocks as the stock Agent stores them: the "Session memory" step (tested on its own) taken out.
+
+    With the step gone, an "Agent Steps" group left holding only the answer's "Output" is
+    what Langflow stores as no blocks at all for an answer without tool steps.
+    """
+    kept = []
+    for block in blocks or []:
+        if block.get("type") == "tool_use" and block.get("name") == STEP_NAME:
+            continue
+        if block.get("type") == "group":
+            contents = without_memory_step(block.get("contents"))
+            if all((leaf.get("header") or {}).get("title") == "Output" for leaf in contents):
+                continue
+            block = {**block, "contents": contents}
+        kept.append(block)
+    return kept
+
+
 def message_as_stored(m) -> tuple:
     """One ``message`` row, raw, minus what differs from run to run (ids, times, token counts)."""
     properties = parsed(m.properties)
     return (
         *(shape(value) for value in (m.id, m.flow_id, m.user_id, m.run_id, m.timestamp)),
         *(m.user_id, m.session_id, m.context_id, m.sender, m.sender_name, m.text),
-        *(m.error, m.edit, m.is_output, m.category, parsed(m.files), parsed(m.content_blocks)),
+        *(m.error, m.edit, m.is_output, m.category, parsed(m.files), without_memory_step(parsed(m.content_blocks))),
         sorted(parsed(m.session_metadata)),
         *(properties["state"], properties["source"], properties["icon"], sorted(properties.get("usage") or {})),
     )
