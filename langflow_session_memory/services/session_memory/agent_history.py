@@ -188,7 +188,7 @@ def _uuid_or_none(value) -> UUID | None:
         return None
 
 
-async def _with_memory(component, build):
+async def _with_memory(component, build, failure_event: str = "session_memory_fallback"):
     """Run ``build(service, turn)``; None where memory does not apply or failed (logged without any text)."""
     try:
         turn = _memory_turn(component)
@@ -196,7 +196,7 @@ async def _with_memory(component, build):
             return None
         return turn, await build(get_session_memory_service(), turn)
     except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
-        await logger.aerror(f"session_memory_fallback reason={describe(error)}")
+        await logger.aerror(f"{failure_event} reason={describe(error)}")
         return None
 
 
@@ -269,7 +269,7 @@ async def _record_call_size(component) -> None:
         if keep != (history.state.last_call_tokens if history.state else None):
             await service.record_call_size(turn.key, keep)
 
-    await _with_memory(component, record)
+    await _with_memory(component, record, failure_event="session_memory_call_size_failed")
 
 
 async def run_with_context_recovery(component, agent, run: Callable[[object], Awaitable[Message]]) -> Message:

@@ -42,47 +42,38 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
     )
 
 
+def _field(block, name: str):
+    """A content block's field, whether the block is a model (live message) or a dict (read back)."""
+    return block.get(name) if isinstance(block, dict) else getattr(block, name, None)
+
+
+def _with(block, **changes):
+    return {**block, **changes} if isinstance(block, dict) else block.model_copy(update=changes)
+
+
+def _is_step(block) -> bool:
+    return _field(block, "type") == "tool_use" and _field(block, "name") == STEP_NAME
+
+
 def _steps(blocks) -> Iterator:
-    """Our step wherever it sits: at the top, or inside a group (Langflow's v1 "Agent Steps"), object or dict."""
+    """Our step wherever it sits: at the top, or inside a group (Langflow's v1 "Agent Steps")."""
     for block in blocks or []:
-        name = block.get("name") if isinstance(block, dict) else getattr(block, "name", None)
-        kind = block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
-        if kind == "tool_use" and name == STEP_NAME:
+        if _is_step(block):
             yield block
-        contents = block.get("contents") if isinstance(block, dict) else getattr(block, "contents", None)
-        yield from _steps(contents)
+        yield from _steps(_field(block, "contents"))
 
 
 def _kept_out(blocks: list) -> tuple[list, str | None]:
     """New blocks with our step's notes replaced (copies: queued events still hold the originals), and the notes."""
     notes, copied = None, []
     for block in blocks or []:
-        if isinstance(block, dict):
-            kind, name, output, contents = (
-                block.get("type"),
-                block.get("name"),
-                block.get("output"),
-                block.get("contents"),
-            )
-        else:
-            kind, name = getattr(block, "type", None), getattr(block, "name", None)
-            output, contents = getattr(block, "output", None), getattr(block, "contents", None)
-        if kind == "tool_use" and name == STEP_NAME and output and output != NOTES_KEPT_OUT:
-            notes = output
-            block = (
-                {**block, "output": NOTES_KEPT_OUT}
-                if isinstance(block, dict)
-                else block.model_copy(update={"output": NOTES_KEPT_OUT})
-            )
-        elif contents:
-            inner, inner_notes = _kept_out(contents)
+        output = _field(block, "output")
+        if _is_step(block) and output and output != NOTES_KEPT_OUT:
+            notes, block = output, _with(block, output=NOTES_KEPT_OUT)
+        elif _field(block, "contents"):
+            inner, inner_notes = _kept_out(_field(block, "contents"))
             if inner_notes is not None:
-                notes = inner_notes
-                block = (
-                    {**block, "contents": inner}
-                    if isinstance(block, dict)
-                    else block.model_copy(update={"contents": inner})
-                )
+                notes, block = inner_notes, _with(block, contents=inner)
         copied.append(block)
     return copied, notes
 
@@ -96,18 +87,15 @@ def without_notes(message: Message) -> Message:
     return message if notes is None else message.model_copy(update={"content_blocks": blocks})
 
 
-def _notes_in(message: Message) -> str | None:
-    return _kept_out(message.content_blocks)[1]
-
-
 async def store_without_notes(message: Message, write: Callable[[Message], Awaitable[Message]]) -> Message:
     """Write the message without the notes; hand back what was stored with the notes put back, for the live view."""
-    notes = _notes_in(message)
-    stored = await write(without_notes(message))
-    if notes is not None:
-        for step in _steps(stored.content_blocks):
-            if isinstance(step, dict):
-                step["output"] = notes
-            else:
-                step.output = notes
+    blocks, notes = _kept_out(message.content_blocks)
+    if notes is None:
+        return await write(message)
+    stored = await write(message.model_copy(update={"content_blocks": blocks}))
+    for step in _steps(stored.content_blocks):
+        if isinstance(step, dict):
+            step["output"] = notes
+        else:
+            step.output = notes
     return stored
