@@ -1,4 +1,4 @@
-"""``langflow.plugins`` entry point: cleanup listeners, our migration, the orphan sweep and the REST API.
+"""``langflow.plugins`` entry point: cleanup listeners, our migration, the orphan sweep, folds after answers, the REST API.
 
 Langflow never runs ``on_event("startup")`` handlers; a router lifespan does run, after
 Langflow's own migrations, once per worker. A failure is logged and Langflow starts
@@ -52,10 +52,16 @@ async def sweep_periodically(interval_seconds: float = SWEEP_INTERVAL_SECONDS) -
 
 @asynccontextmanager
 async def lifespan(_app):
+    """Migrate and sweep; run folds after answers on this server's loop, and cancel them at shutdown."""
+    from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
+
     sweeper = asyncio.create_task(sweep_periodically()) if await prepare_database() else None
+    background = get_session_memory_service().background
+    background.open()
     try:
         yield
     finally:
+        await background.close()
         if sweeper is not None:
             sweeper.cancel()
 

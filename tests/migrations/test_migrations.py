@@ -50,7 +50,10 @@ async def test_upgrade_downgrade_upgrade(database_url):
     assert TABLE_NAME in await _run_sync(database_url, _tables)
 
 
-@pytest.mark.parametrize(("revision", "column"), [("sm0002", "fold_claimed_until"), ("sm0003", "last_call_tokens")])
+@pytest.mark.parametrize(
+    ("revision", "column"),
+    [("sm0002", "fold_claimed_until"), ("sm0003", "last_call_tokens"), ("sm0004", "unreported_input_tokens")],
+)
 async def test_added_column_comes_and_goes_with_rows_and_key_kept(database_url, revision, column):
     now = datetime.now(UTC)
     row = insert(SessionMemoryState.__table__).values(  # only these columns: valid at sm0001 too

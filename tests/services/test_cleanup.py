@@ -71,6 +71,7 @@ async def test_deleting_the_whole_session_removes_a_row_without_summary(sessions
     key = new_key()
     rows = await store_rows(sessions, chat_rows(key, 5))
     async with sessions.begin() as session:
+        await store.create_if_absent(session, key)
         await store.pause(session, key, rows[0].timestamp, "model error: could quote the user")
     await delete_messages(sessions, rows)
     assert await state_of(sessions, key) is None

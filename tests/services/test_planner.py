@@ -10,6 +10,7 @@ from langflow_session_memory.services.session_memory.planner import (
     gap_fetch_limit,
     plan_fold,
     position,
+    raw_gap_limit,
 )
 
 
@@ -30,10 +31,20 @@ def read_gap(unfolded: list[Msg]) -> list[Msg]:
     return sorted(unfolded, key=position)[: gap_fetch_limit()]
 
 
-@given(unfolded=st.integers(0, 400), window=st.integers(0, 30), paused=st.booleans())
-def test_history_is_chronological_and_unique(unfolded, window, paused):
+def plan_read(unfolded: list[Msg], *, paused: bool, folds_after_turn: bool = False):
+    """The plan of a turn for the gap as read, told whether the read stopped at its limit."""
+    return plan_fold(
+        read_gap(unfolded),
+        paused=paused,
+        folds_after_turn=folds_after_turn,
+        whole_gap=len(unfolded) < gap_fetch_limit(),
+    )
+
+
+@given(unfolded=st.integers(0, 400), window=st.integers(0, 30), paused=st.booleans(), after_turn=st.booleans())
+def test_history_is_chronological_and_unique(unfolded, window, paused, after_turn):
     gap_rows, window_rows = session(unfolded, window)
-    plan = plan_fold(read_gap(gap_rows), paused=paused)
+    plan = plan_read(gap_rows, paused=paused, folds_after_turn=after_turn)
     folded = [m for batch in plan.batches for m in batch]
     sent = [*plan.raw_gap, *window_rows]
 
@@ -42,15 +53,35 @@ def test_history_is_chronological_and_unique(unfolded, window, paused):
     assert all(position(f) < position(s) for f in folded for s in sent[:1])
 
 
-@given(unfolded=st.integers(0, 400), window=st.integers(0, 30), paused=st.booleans())
-def test_only_a_backlog_of_at_least_one_batch_is_left_out(unfolded, window, paused):
+@given(unfolded=st.integers(0, 400), window=st.integers(0, 30), paused=st.booleans(), after_turn=st.booleans())
+def test_only_a_backlog_beyond_what_may_be_sent_is_left_out(unfolded, window, paused, after_turn):
     gap_rows, window_rows = session(unfolded, window)
-    plan = plan_fold(read_gap(gap_rows), paused=paused)
+    plan = plan_read(gap_rows, paused=paused, folds_after_turn=after_turn)
     covered = {m for batch in plan.batches for m in batch} | set(plan.raw_gap) | set(window_rows)
     left_out = [m for m in gap_rows + window_rows if m not in covered]
 
-    assert left_out == [] or len(left_out) >= FOLD_BATCH_SIZE
+    assert left_out == [] or len(left_out) >= (2 if after_turn else 1) * FOLD_BATCH_SIZE
     assert left_out == gap_rows[len(gap_rows) - len(left_out) :]
+
+
+@given(unfolded=st.integers(0, 400), paused=st.booleans(), after_turn=st.booleans())
+def test_the_prompt_never_holds_more_unfolded_messages_than_the_limit(unfolded, paused, after_turn):
+    plan = plan_read(session(unfolded, 0)[0], paused=paused, folds_after_turn=after_turn)
+    assert len(plan.raw_gap) <= raw_gap_limit(folds_after_turn=after_turn)
+    assert len(plan.raw_gap) <= (2 * FOLD_BATCH_SIZE if after_turn else FOLD_BATCH_SIZE - 1)
+
+
+@given(unfolded=st.integers(0, 400))
+def test_folding_after_the_turn_folds_inside_it_only_the_excess_over_two_batches(unfolded):
+    plan = plan_read(session(unfolded, 0)[0], paused=False, folds_after_turn=True)
+    folded = sum(len(batch) for batch in plan.batches)
+    if unfolded <= 40:
+        assert (folded, len(plan.raw_gap)) == (0, unfolded)
+    elif unfolded < gap_fetch_limit():
+        assert folded == 20 * -(-(unfolded - 40) // 20)
+        assert folded + len(plan.raw_gap) == unfolded
+    else:
+        assert (folded, plan.raw_gap) == (40, ())
 
 
 @given(unfolded=st.integers(0, 400), paused=st.booleans())

@@ -104,13 +104,43 @@ async def test_pause_keeps_summary_and_cursor(sessions):
     assert not state.is_paused(until)
 
 
-async def test_pause_creates_the_row_when_absent(sessions):
+async def test_pause_never_brings_back_a_deleted_row(sessions):
     key = new_key()
-    until = datetime.now(UTC) + timedelta(minutes=10)
     async with sessions.begin() as session:
-        await store.pause(session, key, until, "model error")
+        await store.pause(session, key, datetime.now(UTC) + timedelta(minutes=10), "model error")
     async with sessions() as session:
-        assert (await store.load(session, key)).paused_until == until
+        assert await store.load(session, key) is None
+
+
+async def test_unreported_fold_usage_is_taken_once(sessions):
+    key = new_key()
+    async with sessions.begin() as session:
+        await store.create_if_absent(session, key)
+        await store.add_unreported_usage(session, key, 300, 40)
+        await store.add_unreported_usage(session, key, 200, 10)
+    async with sessions() as session:
+        seen = await store.load(session, key)
+    assert (seen.unreported_input_tokens, seen.unreported_output_tokens) == (500, 50)
+    async with sessions.begin() as session:
+        assert await store.take_unreported_usage(session, seen)
+        assert not await store.take_unreported_usage(session, seen)
+    async with sessions() as session:
+        after = await store.load(session, key)
+    assert (after.unreported_input_tokens, after.unreported_output_tokens) == (0, 0)
+
+
+async def test_usage_added_after_a_read_is_not_taken_with_it(sessions):
+    key = new_key()
+    async with sessions.begin() as session:
+        await store.create_if_absent(session, key)
+        await store.add_unreported_usage(session, key, 300, 40)
+    async with sessions() as session:
+        seen = await store.load(session, key)
+    async with sessions.begin() as session:
+        await store.add_unreported_usage(session, key, 100, 5)
+        assert not await store.take_unreported_usage(session, seen)
+    async with sessions() as session:
+        assert (await store.load(session, key)).unreported_input_tokens == 400
 
 
 async def test_sweep_deletes_only_rows_whose_messages_are_gone(sessions):

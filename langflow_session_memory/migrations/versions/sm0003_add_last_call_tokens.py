@@ -13,38 +13,20 @@ is added only when missing.
 """
 
 import sqlalchemy as sa
-from alembic import op
+
+from langflow_session_memory.migrations import nullable_columns
 
 revision = "sm0003"
 down_revision = "sm0002"
 branch_labels = None
 depends_on = None
 
-TABLE = "session_memory_state"
 COLUMNS = {"last_call_tokens": sa.Integer}
 
 
-def _existing_columns() -> set[str] | None:
-    """Our columns on the table now; None when the table itself is missing."""
-    inspector = sa.inspect(op.get_bind())
-    if TABLE not in inspector.get_table_names():
-        return None
-    return {column["name"] for column in inspector.get_columns(TABLE)}
-
-
 def upgrade() -> None:
-    existing = _existing_columns()
-    missing = [name for name in COLUMNS if existing is not None and name not in existing]
-    if missing:
-        with op.batch_alter_table(TABLE) as batch:
-            for name in missing:
-                batch.add_column(sa.Column(name, COLUMNS[name](), nullable=True))
+    nullable_columns.add(COLUMNS)
 
 
 def downgrade() -> None:
-    existing = _existing_columns() or set()
-    present = [name for name in COLUMNS if name in existing]
-    if present:
-        with op.batch_alter_table(TABLE) as batch:
-            for name in present:
-                batch.drop_column(name)
+    nullable_columns.drop(COLUMNS)

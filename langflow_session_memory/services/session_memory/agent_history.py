@@ -145,7 +145,7 @@ def _fixed_tokens(component) -> int:
     )
 
 
-def _memory_turn(component):
+def _memory_turn(component, *, folds_after_turn: bool):
     """The turn's key and input, or None wherever memory must not apply (the stock history is then used).
 
     The one guard for every path: N = 0, no Langflow database (standalone lfx), a run
@@ -178,6 +178,7 @@ def _memory_turn(component):
         context_window=context_size.context_window(_model_of(component), configured_context_window(component)),
         fixed_tokens=_fixed_tokens(component),
         provider=provider,
+        folds_after_turn=folds_after_turn,
     )
 
 
@@ -191,10 +192,11 @@ def _uuid_or_none(value) -> UUID | None:
 async def _with_memory(component, build, failure_event: str = "session_memory_fallback"):
     """Run ``build(service, turn)``; None where memory does not apply or failed (logged without any text)."""
     try:
-        turn = _memory_turn(component)
+        service = get_session_memory_service()
+        turn = _memory_turn(component, folds_after_turn=service.background.available())
         if turn is None:
             return None
-        return turn, await build(get_session_memory_service(), turn)
+        return turn, await build(service, turn)
     except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
         await logger.aerror(f"{failure_event} reason={describe(error)}")
         return None
@@ -223,13 +225,29 @@ def with_memory_step(component, message: Message) -> Message:
 
 
 async def finish_turn(component, result: Message) -> Message:
-    """After the Agent answered: add the fold tokens to its usage, keep the last call's size if large.
+    """After the Agent answered: add the fold tokens to its usage, keep the last call's size if large,
+    and start the fold the answer makes due, in the background.
 
     The answer goes on to the rest of the flow (Chat Output stores it again) with the
     "Session memory" step's counts only, never the notes.
     """
     await _record_call_size(component)
-    return playground.without_notes(await _add_fold_usage(component, result))
+    result = await _add_fold_usage(component, result)
+    await _start_fold_after_answer(component)
+    return playground.without_notes(result)
+
+
+async def _start_fold_after_answer(component) -> None:
+    """Fold the messages this turn leaves unfolded after the answer is given, so no turn waits for it."""
+    history = getattr(component, HISTORY_ATTRIBUTE, None)
+    if history is None or not history.fold_due:
+        return
+    llm = _fold_model_of(component)
+
+    async def start(service, turn):
+        service.background.start(turn.key, lambda: service.fold_after_turn(turn, llm))
+
+    await _with_memory(component, start, failure_event="session_summary_fold_failed mode=background")
 
 
 async def _add_fold_usage(component, result: Message) -> Message:

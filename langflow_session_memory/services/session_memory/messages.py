@@ -33,6 +33,8 @@ _STATE_COLUMNS = [
         "last_error",
         "fold_claimed_until",
         "last_call_tokens",
+        "unreported_input_tokens",
+        "unreported_output_tokens",
     )
 ]
 _BEFORE_ANY_MESSAGE = datetime(1, 1, 1, tzinfo=UTC)

@@ -11,6 +11,7 @@ from typing import Generic, Protocol, TypeVar
 
 FOLD_BATCH_SIZE = 20
 MAX_BATCHES_PER_TURN = 3
+RAW_GAP_BATCHES = 2
 
 
 class Positioned(Protocol):
@@ -43,14 +44,24 @@ class FoldPlan(Generic[T]):
     raw_gap: tuple[T, ...]
 
 
-def unfolded_tail(gap: Sequence[T], folded: int, batch_size: int = FOLD_BATCH_SIZE) -> tuple[T, ...]:
-    """What of the gap is sent raw once ``folded`` messages are folded: all of it if fewer than B, else none.
+def raw_gap_limit(batch_size: int = FOLD_BATCH_SIZE, *, folds_after_turn: bool) -> int:
+    """The most unfolded gap messages a prompt may hold.
 
-    A backlog of B or more is left out rather than sent, so the prompt stays bounded; it
-    is folded on the next turns.
+    Folding inside the turn: fewer than one batch (a full batch is folded first). Folding
+    after the turn: up to :data:`RAW_GAP_BATCHES` batches, so a turn never waits for a
+    fold that runs, or is about to run, in the background.
+    """
+    return RAW_GAP_BATCHES * batch_size if folds_after_turn else batch_size - 1
+
+
+def unfolded_tail(gap: Sequence[T], folded: int, limit: int) -> tuple[T, ...]:
+    """What of the gap is sent raw once ``folded`` messages are folded: all of it up to ``limit``, else none.
+
+    A longer backlog is left out rather than sent, so the prompt stays bounded; it is
+    folded on the next turns.
     """
     remaining = tuple(gap[folded:])
-    return remaining if len(remaining) < batch_size else ()
+    return remaining if len(remaining) <= limit else ()
 
 
 def plan_fold(
@@ -60,20 +71,30 @@ def plan_fold(
     batch_size: int = FOLD_BATCH_SIZE,
     max_batches: int = MAX_BATCHES_PER_TURN,
     fold_all: bool = False,
+    folds_after_turn: bool = False,
+    whole_gap: bool = True,
 ) -> FoldPlan[T]:
     """Plan one turn for ``gap``: the unfolded messages older than the raw part, ascending, as read.
 
     Normally ``gap`` holds at most :func:`gap_fetch_limit` messages and only full batches
-    are folded. ``fold_all`` is for a prompt that no longer fits the model's context: the
-    last batch may be partial and nothing of the gap is sent raw. At most ``max_batches``
-    either way; none while the key is paused.
+    are folded: every full batch, or with ``folds_after_turn`` only as many as keep the
+    raw gap within :func:`raw_gap_limit` (the rest is folded after the answer).
+    ``fold_all`` is for a prompt that no longer fits the model's context: the last batch
+    may be partial and nothing of the gap is sent raw. At most ``max_batches`` either way;
+    none while the key is paused. ``whole_gap`` is False when the read stopped at its
+    limit: what follows the folded batches is then not known to reach the window, so none
+    of it is sent.
     """
+    limit = raw_gap_limit(batch_size, folds_after_turn=folds_after_turn)
     if fold_all:
-        batch_count = 0 if paused else min(math.ceil(len(gap) / batch_size), max_batches)
+        wanted = math.ceil(len(gap) / batch_size)
+    elif folds_after_turn:
+        wanted = math.ceil(max(len(gap) - limit, 0) / batch_size)
     else:
-        batch_count = 0 if paused else min(len(gap) // batch_size, max_batches)
+        wanted = len(gap) // batch_size
+    batch_count = 0 if paused else min(wanted, max_batches)
     batches = tuple(tuple(gap[i * batch_size : (i + 1) * batch_size]) for i in range(batch_count))
-    raw_gap = () if fold_all else unfolded_tail(gap, batch_count * batch_size, batch_size)
+    raw_gap = () if fold_all or not whole_gap else unfolded_tail(gap, batch_count * batch_size, limit)
     return FoldPlan(batches=batches, raw_gap=raw_gap)
 
 

@@ -31,6 +31,8 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
         "notes_words": len(history.summary.split()),
         "notes_api": f"GET /api/v1/session_memory/{flow_id}/sessions/{session_id}",
     }
+    if history.fold_due:
+        facts["folds_after_this_answer"] = True
     if state.paused_until:
         facts["summaries_paused_until"] = state.paused_until.isoformat()
         facts["pause_reason"] = state.last_error

@@ -1,9 +1,9 @@
 """Orchestration of one Agent turn with session memory: read, plan, fold, assemble.
 
 This is the only place that knows the order of "How a turn works" in DESIGN.md. SQL lives
-in ``store``/``messages``, decisions in ``planner``, the model call in ``summarizer``. Any
-failure here degrades to the previous summary or to Langflow's stock history; a user's
-turn never fails because of memory.
+in ``store``/``messages``, decisions in ``planner``, the model call in ``summarizer``, the
+tasks of folds that run after an answer in ``background``. Any failure here degrades to the
+previous summary or to Langflow's stock history; a user's turn never fails because of memory.
 """
 
 import asyncio
@@ -24,6 +24,7 @@ from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_USER
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from langflow_session_memory.services.session_memory import context_size, messages, store, summarizer
+from langflow_session_memory.services.session_memory.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionState, utc_now
 from langflow_session_memory.services.session_memory.planner import (
     FOLD_BATCH_SIZE,
@@ -46,6 +47,8 @@ SUMMARY_FRAME = (
 SUMMARY_ACKNOWLEDGEMENT = "Understood. I will use these notes as context for the rest of the conversation."
 
 COMPACTION_MAX_BATCHES = 10
+# Messages a turn adds behind the window it read: its answer (the input was stored before the read), and a margin.
+MESSAGES_ADDED_BY_A_TURN = 2
 
 SessionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 
@@ -57,6 +60,8 @@ class Turn:
     ``context_window`` (tokens, None when unknown) and ``fixed_tokens`` (the estimated
     system prompt and input) let a turn that would not fit fold early. ``provider`` is the
     Langflow provider of the model that folds, for Langflow's remediation of refused parameters.
+    ``folds_after_turn``: a long-lived event loop runs folds after the answer, so routine
+    folds leave the turn (see :class:`BackgroundFolds`); otherwise they run inside it.
     """
 
     key: SessionKey
@@ -65,11 +70,16 @@ class Turn:
     context_window: int | None = None
     fixed_tokens: int = 0
     provider: str | None = None
+    folds_after_turn: bool = False
 
 
 @dataclass(frozen=True)
 class History:
-    """What the Agent sends as chat history, what the fold cost, and the row it was planned from."""
+    """What the Agent sends as chat history, what folds cost, and the row it was planned from.
+
+    The tokens are this turn's folds plus those of folds that ran after earlier answers
+    and were not reported yet. ``fold_due``: a fold should run after this answer.
+    """
 
     messages: list[Message]
     summary: str = ""
@@ -77,13 +87,20 @@ class History:
     input_tokens: int = 0
     output_tokens: int = 0
     state: SessionState | None = None
+    fold_due: bool = False
 
 
 class Mode(Enum):
-    """Why a history is built: a turn as usual, or a retry after the provider refused the prompt as too long."""
+    """Why a plan is made: a turn as usual, a retry after a "prompt too long" refusal, or a fold after an answer."""
 
     ROUTINE = "routine"
     COMPACT = "compact"
+    BACKGROUND = "background"
+
+    @property
+    def runs(self) -> str:
+        """Where a fold of this mode runs, for the log: inside the user's turn, or after its answer."""
+        return "background" if self is Mode.BACKGROUND else "inline"
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,9 @@ class _FoldCost:
     input_tokens: int = 0
     output_tokens: int = 0
 
+    def __bool__(self) -> bool:
+        return bool(self.folded or self.input_tokens or self.output_tokens)
+
 
 @dataclass
 class SessionMemoryService:
@@ -119,6 +139,7 @@ class SessionMemoryService:
     batch_size: int = FOLD_BATCH_SIZE
     max_batches: int = MAX_BATCHES_PER_TURN
     fold_timeout: float = summarizer.FOLD_TIMEOUT_SECONDS
+    background: BackgroundFolds = field(default_factory=BackgroundFolds)
     _folded_turns: OrderedDict = field(default_factory=OrderedDict, repr=False)
 
     @property
@@ -138,6 +159,21 @@ class SessionMemoryService:
         """
         return await self._build(turn, llm, Mode.COMPACT)
 
+    async def fold_after_turn(self, turn: Turn, llm: BaseChatModel) -> None:
+        """Fold what ``turn`` left unfolded, after its answer: the claim, checks and commit of a fold in a turn.
+
+        Its tokens are kept on the row and reported with the session's next turn.
+        """
+        reading = await self._read(turn)
+        plan = self._plan(turn, reading, Mode.BACKGROUND, may_fold=True)
+        if not plan.batches:
+            return
+        cost = await self._fold(turn, reading, plan.batches, Mode.BACKGROUND, llm)
+        if cost.input_tokens or cost.output_tokens:
+            async with self.sessions() as session:
+                await store.add_unreported_usage(session, turn.key, cost.input_tokens, cost.output_tokens)
+                await session.commit()
+
     async def _build(self, turn: Turn, llm: BaseChatModel, mode: Mode) -> History:
         """Read, plan, fold if the plan says so, then read again and send what the row now leaves.
 
@@ -148,13 +184,19 @@ class SessionMemoryService:
             return History(messages=[])
         earlier_fold = self._earlier_fold(turn, mode)
         reading = await self._read(turn)
+        cost = earlier_fold if earlier_fold is not None else await self._take_unreported_usage(reading.state)
         plan = self._plan(turn, reading, mode, may_fold=earlier_fold is None)
-        cost = earlier_fold or _FoldCost()
         if plan.batches:
-            cost = await self._fold(turn, reading, plan.batches, mode, llm)
-            self._remember_fold(turn, cost)
+            folded = await self._fold(turn, reading, plan.batches, mode, llm)
+            cost = _FoldCost(
+                folded=folded.folded,
+                input_tokens=cost.input_tokens + folded.input_tokens,
+                output_tokens=cost.output_tokens + folded.output_tokens,
+            )
             reading = await self._read(turn)
             plan = self._plan(turn, reading, mode, may_fold=False)
+        if cost or plan.batches:
+            self._remember_fold(turn, cost)
         history = [
             *summary_messages(reading.state.summary, plan.raw),
             *[await _to_message(row) for row in plan.raw],
@@ -166,7 +208,28 @@ class SessionMemoryService:
             input_tokens=cost.input_tokens,
             output_tokens=cost.output_tokens,
             state=reading.state,
+            fold_due=self._fold_due(turn, reading, mode),
         )
+
+    def _fold_due(self, turn: Turn, reading: _Reading, mode: Mode) -> bool:
+        """Whether a fold should run after this answer: the gap will reach a batch once the answer is stored."""
+        return (
+            mode is Mode.ROUTINE
+            and turn.folds_after_turn
+            and not reading.state.is_paused(self.clock())
+            and len(reading.gap) + MESSAGES_ADDED_BY_A_TURN >= self.batch_size
+        )
+
+    async def _take_unreported_usage(self, state: SessionState) -> _FoldCost:
+        """The tokens of folds that ran after earlier answers, taken off the row so no other turn reports them."""
+        if not (state.unreported_input_tokens or state.unreported_output_tokens):
+            return _FoldCost()
+        async with self.sessions() as session:
+            taken = await store.take_unreported_usage(session, state)
+            await session.commit()
+        if not taken:
+            return _FoldCost()
+        return _FoldCost(input_tokens=state.unreported_input_tokens, output_tokens=state.unreported_output_tokens)
 
     async def record_call_size(self, key: SessionKey, tokens: int | None) -> None:
         """Keep (or clear) the size of the last model call of this key's turn, for the next early-fold check."""
@@ -194,7 +257,9 @@ class SessionMemoryService:
         """What to send raw and what to fold: the one place that applies the turn rules.
 
         Routine: the window is sent; the gap is folded in full batches, or sent when fewer
-        than a batch remain. Near the context window (early fold) or after the provider
+        than a batch remain; when folds run after the turn, the gap is sent up to two
+        batches and only a longer backlog is folded here. Background: the gap's full
+        batches, nothing else. Near the context window (early fold) or after the provider
         refused the prompt (compaction), the oldest part of the window is folded too (the
         last batch may be partial) and nothing of the gap is sent; window messages the
         summary already covers are then simply not sent.
@@ -203,6 +268,8 @@ class SessionMemoryService:
         state = reading.state
         if mode is Mode.COMPACT:
             raw_start, max_batches = len(visible), COMPACTION_MAX_BATCHES
+        elif mode is Mode.BACKGROUND:
+            raw_start, max_batches = 0, self.max_batches
         else:
             raw_start, max_batches = self._early_fold_start(turn, state, visible), self.max_batches
         to_fold = [row for row in visible[:raw_start] if not _is_folded(row, state)]
@@ -213,6 +280,8 @@ class SessionMemoryService:
             batch_size=self.batch_size,
             max_batches=max_batches,
             fold_all=bool(to_fold),
+            folds_after_turn=mode is Mode.ROUTINE and turn.folds_after_turn,
+            whole_gap=gap_is_complete,
         )
         return _TurnPlan(raw=[*fold.raw_gap, *visible[raw_start:]], batches=fold.batches)
 
@@ -300,14 +369,17 @@ class SessionMemoryService:
         """Claim the session's fold; under the claim, check the folded range and the batches, then fold.
 
         Without the claim (another worker is folding, or the row moved on since it was
-        read) no model is called: the turn waits for that fold and uses its row. Every
+        read) no model is called: a turn that folds inside itself waits for that fold and
+        uses its row; a turn whose routine folds run after the answer, and a background
+        fold, go on without waiting. Every
         change to the row while the claim holds is this worker's, or a cleanup listener's,
         which makes the fold's compare-and-swap fail.
         """
         state = reading.state
         until = await self._claim(state, mode)
         if until is None:
-            await self._wait_for_fold_elsewhere(state.key)
+            if mode is Mode.COMPACT or not turn.folds_after_turn:
+                await self._wait_for_fold_elsewhere(state.key)
             return _FoldCost()
         try:
             if state.cursor is not None and await self._folded_range_changed(turn, state):
@@ -322,7 +394,7 @@ class SessionMemoryService:
                     f"session_summary_fold_discarded reason=messages_changed session_id={state.key.session_id!r}"
                 )
                 return _FoldCost()
-            return await self._fold_claimed(state, batches, llm, turn.provider)
+            return await self._fold_claimed(state, batches, llm, turn.provider, mode)
         finally:
             async with self.sessions() as session:
                 await store.release_fold(session, state.key, until)
@@ -334,6 +406,7 @@ class SessionMemoryService:
         batches: Sequence[Sequence[MessageTable]],
         llm: BaseChatModel,
         provider: str | None,
+        mode: Mode,
     ) -> _FoldCost:
         cost, seen = _FoldCost(), state
         for batch in batches:
@@ -353,7 +426,7 @@ class SessionMemoryService:
                 )
                 won, current = await self._commit(seen, folded)
             except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
-                await self._pause(seen.key, error)
+                await self._pause(seen.key, error, mode)
                 return cost
             cost.input_tokens += result.input_tokens
             cost.output_tokens += result.output_tokens
@@ -365,7 +438,7 @@ class SessionMemoryService:
                 f"session_summary_fold latency_ms={round((time.perf_counter() - started) * 1000)} "
                 f"folded={len(batch)} summary_words_before={summarizer.word_count(seen.summary)} "
                 f"summary_words_after={summarizer.word_count(result.summary)} version={current.version} "
-                f"session_id={seen.key.session_id!r}"
+                f"mode={mode.runs} session_id={seen.key.session_id!r}"
             )
             seen = current
         return cost
@@ -431,10 +504,12 @@ class SessionMemoryService:
                 return True, replace(new, version=seen.version + 1)
             return False, await store.load(session, seen.key)
 
-    async def _pause(self, key: SessionKey, error: Exception) -> None:
+    async def _pause(self, key: SessionKey, error: Exception, mode: Mode) -> None:
         reason = describe(error)
         until = self.clock() + FOLD_PAUSE
-        await logger.awarning(f"session_summary_fold_failed session_id={key.session_id!r} reason={reason!r}")
+        await logger.awarning(
+            f"session_summary_fold_failed mode={mode.runs} session_id={key.session_id!r} reason={reason!r}"
+        )
         async with self.sessions() as session:
             await store.pause(session, key, until, reason)
             await session.commit()

@@ -9,7 +9,7 @@ Langflow's own transaction.
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from sqlalchemy import and_, delete, exists, or_, select, update
+from sqlalchemy import and_, delete, exists, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -52,6 +52,8 @@ def to_state(key: SessionKey, row) -> SessionState:
         last_error=row.last_error,
         fold_claimed_until=row.fold_claimed_until,
         last_call_tokens=row.last_call_tokens,
+        unreported_input_tokens=row.unreported_input_tokens or 0,
+        unreported_output_tokens=row.unreported_output_tokens or 0,
     )
 
 
@@ -134,6 +136,38 @@ async def release_fold(session: AsyncSession, key: SessionKey, until: datetime) 
     )
 
 
+async def add_unreported_usage(session: AsyncSession, key: SessionKey, input_tokens: int, output_tokens: int) -> None:
+    """Keep the tokens of a fold that ran after an answer until a turn reports them (no row: nothing to keep)."""
+    table = SessionMemoryState.__table__.c
+    await session.execute(
+        update(SessionMemoryState.__table__)
+        .where(key_filter(key))
+        .values(
+            unreported_input_tokens=func.coalesce(table.unreported_input_tokens, 0) + input_tokens,
+            unreported_output_tokens=func.coalesce(table.unreported_output_tokens, 0) + output_tokens,
+        )
+    )
+
+
+async def take_unreported_usage(session: AsyncSession, seen: SessionState) -> bool:
+    """Clear the unreported tokens ``seen`` holds, if no fold added any since; True if this caller reports them.
+
+    Two turns that read the same figures cannot both take them; a fold that adds tokens
+    in between makes the take fail, and the next turn reports the larger figure.
+    """
+    table = SessionMemoryState.__table__
+    statement = (
+        update(table)
+        .where(
+            key_filter(seen.key),
+            func.coalesce(table.c.unreported_input_tokens, 0) == seen.unreported_input_tokens,
+            func.coalesce(table.c.unreported_output_tokens, 0) == seen.unreported_output_tokens,
+        )
+        .values(unreported_input_tokens=0, unreported_output_tokens=0)
+    )
+    return (await session.execute(statement)).rowcount == 1
+
+
 async def record_call_size(session: AsyncSession, key: SessionKey, tokens: int | None) -> None:
     """Keep the size of the last model call of a large turn (None clears it) for the next early-fold check."""
     table = SessionMemoryState.__table__
@@ -141,8 +175,11 @@ async def record_call_size(session: AsyncSession, key: SessionKey, tokens: int |
 
 
 async def pause(session: AsyncSession, key: SessionKey, until: datetime, reason: str) -> None:
-    """Stop folding for this key until ``until``, visible to every worker; summary and cursor stay."""
-    await create_if_absent(session, key)
+    """Stop folding for this key until ``until``, visible to every worker; summary and cursor stay.
+
+    Only an existing row is paused: the fold's claim created it, so a missing row means
+    the session was deleted while the model ran, and nothing of it may come back.
+    """
     table = SessionMemoryState.__table__
     await session.execute(
         update(table).where(key_filter(key)).values(paused_until=until, last_error=reason, updated_at=utc_now())

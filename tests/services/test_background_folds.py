@@ -1,0 +1,190 @@
+"""Folds after the answer, on SQLite and PostgreSQL: what a turn sends meanwhile, the fold itself, its usage, its end."""
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import delete
+
+from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory.background import BackgroundFolds
+from langflow_session_memory.services.session_memory.model import SessionMemoryState
+from langflow_session_memory.services.session_memory.service import Turn
+from tests.chat import ScriptedChatModel
+from tests.services.test_service import WINDOW, row, seed, texts
+
+
+def after_turn(turn: Turn) -> Turn:
+    return Turn(turn.key, turn.n_messages, turn.input_message_id, folds_after_turn=True)
+
+
+class GatedModel(ScriptedChatModel):
+    """Folds only once the test opens the gate, so a fold can be caught in flight."""
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        await self.gate.wait()
+        return self._generate(messages)
+
+    @property
+    def gate(self) -> asyncio.Event:
+        if "_gate" not in self.__dict__:
+            self.__dict__["_gate"] = asyncio.Event()
+        return self.__dict__["_gate"]
+
+
+@pytest.mark.parametrize(
+    ("unfolded", "inline_folds", "raw"),
+    [(0, 0, 0), (19, 0, 19), (20, 0, 20), (40, 0, 40), (41, 1, 21), (61, 2, 21), (79, 2, 39), (200, 2, 0)],
+)
+async def test_a_turn_sends_up_to_two_batches_raw_and_folds_only_the_excess(
+    service, sessions, key, unfolded, inline_folds, raw
+):
+    rows, turn = await seed(sessions, key, unfolded + WINDOW)
+    model = ScriptedChatModel()
+
+    history = await service.build_history(after_turn(turn), model)
+
+    assert len(model.calls) == inline_folds
+    assert history.folded == 20 * inline_folds
+    sent = texts(history)[2:] if inline_folds else texts(history)
+    assert sent == [r.text for r in rows[20 * inline_folds : 20 * inline_folds + raw]] + [
+        r.text for r in rows[unfolded:-1]
+    ]
+    assert history.fold_due == (unfolded + 2 >= 20)
+
+
+async def test_the_fold_after_the_answer_folds_the_gap_and_the_next_turn_reports_its_tokens(
+    service, sessions, key, captured_logs
+):
+    rows, turn = await seed(sessions, key, 30 + WINDOW)
+    model = ScriptedChatModel()
+    assert (await service.build_history(after_turn(turn), model)).fold_due
+
+    await service.fold_after_turn(after_turn(turn), model)
+
+    state = await row(sessions, key)
+    assert (len(model.calls), state.folded_count, state.cursor.message_id) == (1, 20, rows[19].id)
+    assert (state.unreported_input_tokens, state.unreported_output_tokens) == (100, 10)
+    folds = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold ")]
+    assert len(folds) == 1
+    assert " mode=background " in folds[0]
+
+    next_turn = await service.build_history(Turn(key, WINDOW, input_message_id=None, folds_after_turn=True), model)
+    assert (next_turn.folded, next_turn.input_tokens, next_turn.output_tokens) == (0, 100, 10)
+    assert texts(next_turn)[2:] == [r.text for r in rows[20:]]  # no stored input: the last row is history too
+    once_more = await service.build_history(Turn(key, WINDOW, input_message_id=None, folds_after_turn=True), model)
+    assert (once_more.input_tokens, once_more.output_tokens) == (0, 0)
+
+
+async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, sessions, key, clock, captured_logs):
+    _rows, turn = await seed(sessions, key, 61 + WINDOW)
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        assert await store.claim_fold(
+            session, seen, clock.now + timedelta(seconds=30), clock.now, service.longest_claim
+        )
+    model = ScriptedChatModel()
+
+    history = await service.build_history(after_turn(turn), model)
+
+    assert (len(model.calls), history.folded, history.summary) == (0, 0, "")
+    assert not any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
+    assert len(texts(history)) == WINDOW - 1  # a backlog over two batches is left out, never sent whole
+
+
+async def test_a_turn_folding_inside_itself_still_waits_for_the_fold_elsewhere(
+    service, sessions, key, clock, captured_logs
+):
+    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    service.fold_timeout = 0.3
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        assert await store.claim_fold(session, seen, clock.now + timedelta(seconds=2), clock.now, service.longest_claim)
+
+    await service.build_history(turn, ScriptedChatModel())
+
+    assert any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
+
+
+async def test_a_paused_session_sends_its_gap_raw_and_is_not_due(service, sessions, key, clock):
+    rows, turn = await seed(sessions, key, 25 + WINDOW)
+    async with sessions.begin() as session:
+        await store.create_if_absent(session, key)
+        await store.pause(session, key, clock.now + timedelta(minutes=10), "timeout")
+
+    history = await service.build_history(after_turn(turn), ScriptedChatModel())
+
+    assert texts(history) == [r.text for r in rows[:-1]]
+    assert not history.fold_due
+
+
+async def test_a_session_deleted_during_a_failing_background_fold_leaves_no_row(service, sessions, key):
+    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+
+    class DeletingThenFailingModel(ScriptedChatModel):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            async with sessions.begin() as session:  # what the cleanup listener does when the session goes
+                await session.execute(delete(SessionMemoryState).where(SessionMemoryState.session_id == key.session_id))
+            raise TimeoutError
+
+    await service.fold_after_turn(after_turn(turn), DeletingThenFailingModel())
+
+    assert await row(sessions, key) is None
+
+
+async def test_shutdown_cancels_a_fold_in_flight_and_releases_its_claim(service, sessions, key, captured_logs):
+    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    model = GatedModel()
+    folds = BackgroundFolds()
+    folds.open()
+    assert folds.start(key, lambda: service.fold_after_turn(after_turn(turn), model))
+    assert not folds.start(key, lambda: service.fold_after_turn(after_turn(turn), model))  # one per session
+    while (claimed := await row(sessions, key)) is None or claimed.fold_claimed_until is None:
+        await asyncio.sleep(0.01)
+
+    await folds.close(grace_seconds=5)
+
+    state = await row(sessions, key)
+    assert (folds.running(), state.fold_claimed_until, state.summary, state.version) == (0, None, "", 0)
+    assert not folds.available()
+    assert any(
+        log["event"].startswith("session_summary_background_stopped cancelled=1 stuck=0") for log in captured_logs
+    )
+
+
+async def test_folds_are_bounded_per_process_and_deferred_beyond(key, captured_logs):
+    folds = BackgroundFolds(limit=1)
+    folds.open()
+    gate = asyncio.Event()
+    other = type(key)(key.flow_id, key.owner_id, "another session")
+    assert folds.start(key, gate.wait)
+    assert not folds.start(other, gate.wait)
+    assert any(log["event"].startswith("session_summary_fold_deferred reason=busy") for log in captured_logs)
+    gate.set()
+    while folds.running():
+        await asyncio.sleep(0.01)
+    assert folds.start(other, gate.wait)
+    await folds.close()
+
+
+async def test_without_an_open_server_loop_nothing_runs_in_the_background(key):
+    folds = BackgroundFolds()
+    assert not folds.available()
+    assert not folds.start(key, asyncio.sleep)
+
+
+async def test_a_failing_background_fold_is_logged_without_text(key, captured_logs):
+    folds = BackgroundFolds()
+    folds.open()
+
+    async def broken():
+        raise RuntimeError("the secret customer name")
+
+    assert folds.start(key, broken)
+    while folds.running():
+        await asyncio.sleep(0.01)
+    failures = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold_failed")]
+    assert failures == [
+        f"session_summary_fold_failed mode=background session_id={key.session_id!r} reason='RuntimeError'"
+    ]
+    await folds.close()
