@@ -1,4 +1,4 @@
-"""``langflow.plugins`` entry point: cleanup listeners, our migration, the orphan sweep, folds after answers, the REST API.
+"""``langflow.plugins`` entry point: cleanup listeners, migration, orphan sweep, folds after answers, REST API.
 
 Langflow never runs ``on_event("startup")`` handlers; a router lifespan does run, after
 Langflow's own migrations, once per worker. A failure is logged and Langflow starts

@@ -1,4 +1,4 @@
-"""Folds after the answer, on SQLite and PostgreSQL: what a turn sends meanwhile, the fold itself, its usage, its end."""
+"""Folds after the answer, on SQLite and PostgreSQL: what a turn sends meanwhile, the fold, its usage, its end."""
 
 import asyncio
 from datetime import timedelta
@@ -18,18 +18,16 @@ def after_turn(turn: Turn) -> Turn:
     return Turn(turn.key, turn.n_messages, turn.input_message_id, folds_after_turn=True)
 
 
-class GatedModel(ScriptedChatModel):
-    """Folds only once the test opens the gate, so a fold can be caught in flight."""
+class StuckModel(ScriptedChatModel):
+    """Never answers a fold; says when one reached it, so the test can act while the fold is in flight."""
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
-        await self.gate.wait()
-        return self._generate(messages)
+        self.reached.set()
+        await asyncio.Event().wait()
 
     @property
-    def gate(self) -> asyncio.Event:
-        if "_gate" not in self.__dict__:
-            self.__dict__["_gate"] = asyncio.Event()
-        return self.__dict__["_gate"]
+    def reached(self) -> asyncio.Event:
+        return self.__dict__.setdefault("_reached", asyncio.Event())
 
 
 @pytest.mark.parametrize(
@@ -134,13 +132,13 @@ async def test_a_session_deleted_during_a_failing_background_fold_leaves_no_row(
 
 async def test_shutdown_cancels_a_fold_in_flight_and_releases_its_claim(service, sessions, key, captured_logs):
     _rows, turn = await seed(sessions, key, 20 + WINDOW)
-    model = GatedModel()
+    model = StuckModel()
     folds = BackgroundFolds()
     folds.open()
     assert folds.start(key, lambda: service.fold_after_turn(after_turn(turn), model))
     assert not folds.start(key, lambda: service.fold_after_turn(after_turn(turn), model))  # one per session
-    while (claimed := await row(sessions, key)) is None or claimed.fold_claimed_until is None:
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(model.reached.wait(), timeout=10)
+    assert (await row(sessions, key)).fold_claimed_until is not None
 
     await folds.close(grace_seconds=5)
 
@@ -161,8 +159,7 @@ async def test_folds_are_bounded_per_process_and_deferred_beyond(key, captured_l
     assert not folds.start(other, gate.wait)
     assert any(log["event"].startswith("session_summary_fold_deferred reason=busy") for log in captured_logs)
     gate.set()
-    while folds.running():
-        await asyncio.sleep(0.01)
+    await folds.settled()
     assert folds.start(other, gate.wait)
     await folds.close()
 
@@ -181,8 +178,7 @@ async def test_a_failing_background_fold_is_logged_without_text(key, captured_lo
         raise RuntimeError("the secret customer name")
 
     assert folds.start(key, broken)
-    while folds.running():
-        await asyncio.sleep(0.01)
+    await folds.settled()
     failures = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold_failed")]
     assert failures == [
         f"session_summary_fold_failed mode=background session_id={key.session_id!r} reason='RuntimeError'"

@@ -59,6 +59,11 @@ class BackgroundFolds:
         task.add_done_callback(lambda _task: self._running.pop(key, None))
         return True
 
+    async def settled(self) -> None:
+        """Wait until no fold runs: for a caller that must see every fold's result (tests, benchmarks)."""
+        while self._running:
+            await asyncio.wait(list(self._running.values()))
+
     async def close(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop taking folds and cancel the running ones; each releases its claim as it ends."""
         self._loop = None
