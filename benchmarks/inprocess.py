@@ -62,16 +62,21 @@ def run_with_langflow(
 
 
 async def _serve(url: str, runtime: Runtime, work: Callable[[Runtime], Awaitable[T]], *, migrate: bool) -> T:
+    """Langflow's services, and folds after answers on this loop, as the plugin's lifespan runs them in a server."""
     from langflow.services.utils import initialize_services, teardown_services
 
     from langflow_session_memory.migrations import runner
+    from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
 
     await initialize_services()
     if migrate:
         await runner.upgrade(url)
+    background = get_session_memory_service().background
+    background.open()
     try:
         return await work(runtime)
     finally:
+        await background.close()
         await teardown_services()
 
 

@@ -2,7 +2,9 @@
 
 import copy
 import json
+import time
 import uuid
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -91,8 +93,12 @@ class LangflowClient:
         stream: bool = False,
         check: bool = True,
         headers: dict | None = None,
+        settle: bool = True,
     ):
-        """``POST /api/v1/run`` with this client's API key; ``headers`` add to or replace it."""
+        """``POST /api/v1/run`` with this client's API key; ``headers`` add to or replace it.
+
+        ``settle``: then wait for the fold the turn started after its answer (see :meth:`settle_folds`).
+        """
         response = self.http.post(
             f"/api/v1/run/{flow_id}",
             params={"stream": str(stream).lower()},
@@ -107,7 +113,30 @@ class LangflowClient:
         )
         if check:
             assert response.status_code == 200, response.text
+        if settle:
+            self.settle_folds()
         return response
+
+    def settle_folds(self) -> None:
+        """Wait for the folds started after answers, as when a user reads an answer before writing again.
+
+        Tests of what a turn leaves behind call this; tests of a turn during a fold do not.
+        """
+        from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
+
+        self.http.portal.call(get_session_memory_service().background.settled)
+
+    def wait_for_fold_claim(self, session_id: str, *, timeout: float = 20.0) -> None:
+        """Wait until a fold of ``session_id`` holds its claim: the model is being asked for the summary."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.sql(
+                "SELECT 1 FROM session_memory_state WHERE session_id = :s AND fold_claimed_until IS NOT NULL",
+                s=session_id,
+            ):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"no fold of {session_id} started within {timeout} s")
 
     def folded_session(self, session_id: str, *, project_id: str | None = None) -> tuple[str, str]:
         """A new flow whose ``session_id`` has a summary row: 12 real turns at N=2 fold messages 1-20.
@@ -259,3 +288,15 @@ def _name(entry: dict) -> str | None:
         if line.strip().startswith("name = "):
             return line.split("=", 1)[1].strip().strip("\"'")
     return None
+
+
+@contextmanager
+def slow_folds(fake_model, seconds: float):
+    """Every summary request takes ``seconds`` on the bundled server; chat requests stay fast."""
+    config = fake_model.config
+    saved = (config.timeout_s, config.fail_only_summaries)
+    config.timeout_s, config.fail_only_summaries = seconds, True
+    try:
+        yield
+    finally:
+        config.timeout_s, config.fail_only_summaries = saved

@@ -2,12 +2,14 @@
 
 import asyncio
 import threading
+import time
 import uuid
 
 import pytest
 from sqlalchemy import text
 
 from langflow_session_memory.migrations import runner
+from tests.app.langflow_client import slow_folds
 
 FACT = "Our project is PRJ-123 on the EU cluster."
 QUESTION = "Which cluster and project were we on?"
@@ -189,3 +191,55 @@ def test_a_large_last_model_call_is_recorded_for_the_next_early_fold(langflow, f
     assert chat["prompt_tokens"] >= 800  # at least 40% of the window: worth keeping
     recorded = langflow.sql("SELECT last_call_tokens FROM session_memory_state WHERE session_id = :s", s=session_id)
     assert recorded == [(chat["prompt_tokens"] + chat["completion_tokens"],)]
+
+
+SLOW_FOLD_SECONDS = 6.0
+
+
+def test_no_turn_waits_for_a_routine_fold_and_recall_is_unchanged(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True}}
+    session_id = session()
+    before = len(fake_model.requests())
+    turns = []  # (started, ended) of each turn, as the client sees it
+    with slow_folds(fake_model, SLOW_FOLD_SECONDS):
+        for i in range(16):
+            started = time.time()
+            text_ = FACT if i == 0 else f"Filler turn {i}."
+            langflow.run(flow_id, text_, session_id=session_id, tweaks=on, settle=False)
+            turns.append((started, time.time()))
+        langflow.settle_folds()
+    response = langflow.run(flow_id, QUESTION, session_id=session_id, tweaks=on)
+
+    requests = fake_model.requests()[before:]
+    folds = [r for r in requests if r["kind"] == "summary"]
+    assert [r["status"] for r in folds] == [200]
+    fold_arrived, fold_answered = folds[0]["ts"] - SLOW_FOLD_SECONDS, folds[0]["ts"]
+    answers = [r["ts"] for r in requests if r["kind"] == "chat" and r["ts"] < fold_arrived]
+    assert answers, "the fold started before any answer"
+    started_during = [(start, end) for start, end in turns if fold_arrived < start < fold_answered]
+    assert started_during, "no turn started while the fold ran"
+    first_start, first_end = started_during[0]
+    assert first_end < fold_answered  # it did not wait for the fold, which was still running
+    assert first_end - first_start < SLOW_FOLD_SECONDS / 2
+    assert langflow.sql("SELECT folded_count FROM session_memory_state WHERE session_id = :s", s=session_id) == [(20,)]
+    assert "PRJ-123" in response.text
+    assert "EU" in response.text
+    folded = [line for line in langflow.log_lines() if "session_summary_fold " in line and session_id in line]
+    assert len(folded) == 1
+    assert "mode=background" in folded[0]
+
+
+def test_deleting_a_session_while_its_background_fold_runs_leaves_no_row_and_no_text(langflow, fake_model):
+    flow_id, agent_id = langflow.seeded_folded_session(session_id := session(), turns=22)
+    on = {agent_id: {"summarize_older_messages": True}}
+    before = len(fake_model.requests())
+    with slow_folds(fake_model, SLOW_FOLD_SECONDS):
+        langflow.run(flow_id, "One more turn.", session_id=session_id, tweaks=on, settle=False)
+        langflow.wait_for_fold_claim(session_id)
+        assert langflow.http.delete(f"/api/v1/monitor/messages/session/{session_id}").status_code == 204
+        langflow.settle_folds()
+
+    assert [r["status"] for r in summary_requests(fake_model, before)] == [200]  # the model did answer
+    assert langflow.sql("SELECT count(*) FROM session_memory_state WHERE session_id = :s", s=session_id) == [(0,)]
+    assert langflow.sql("SELECT count(*) FROM message WHERE session_id = :s", s=session_id) == [(0,)]

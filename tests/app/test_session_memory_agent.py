@@ -67,14 +67,12 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
     response = langflow.run(
         flow_id, QUESTION, session_id=session_id, tweaks={agent_id: {"summarize_older_messages": True}}, stream=True
     )
+    # 23 older messages: sent raw (at most two batches), then folded after the answer.
+    assert [r["kind"] for r in fake_model.requests()[before:]] == ["chat", "summary"]
     on_request = chat_requests(fake_model, before)[-1]
     system, (role, first), *_ = contents(on_request)
     assert system[0] == "system"
-    assert role == "user"
-    assert first.startswith(SUMMARY_PREFIX)
-    assert "PRJ-123" in first
-    assert "EU" in first
-    assert len(summary_requests(fake_model, before)) == 1
+    assert (role, first) == ("user", FACT)
     events = [json.loads(chunk) for chunk in response.text.split("\n\n") if chunk.strip()]
     chat_events = [event for event in events if event["event"] != "log"]  # "log" is the Agent's own prompt trace
     assert {"add_message", "end"} <= {event["event"] for event in chat_events}
@@ -87,14 +85,17 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
     assert version >= 1
     assert folded_count == 20
     assert langflow.sql("SELECT count(*) FROM message WHERE text LIKE '%Key facts%'") == [(0,)]
-    assert any("session_summary_fold latency_ms=" in line for line in langflow.log_lines())
+    assert any("session_summary_fold latency_ms=" in line and session_id in line for line in langflow.log_lines())
 
     before = len(fake_model.requests())
     langflow.run(
         flow_id, "One more small thing.", session_id=session_id, tweaks={agent_id: {"summarize_older_messages": True}}
     )
     assert summary_requests(fake_model, before) == []
-    assert chat_requests(fake_model, before)[-1]["body"]["messages"][1]["content"].startswith(SUMMARY_PREFIX)
+    first = chat_requests(fake_model, before)[-1]["body"]["messages"][1]["content"]
+    assert first.startswith(SUMMARY_PREFIX)
+    assert "PRJ-123" in first
+    assert "EU" in first
 
 
 def memory_steps(blocks) -> list[dict]:
@@ -131,6 +132,7 @@ def playground_turn(langflow, flow_id: str, text_: str, session_id: str) -> list
     body = {"inputs": {"input_value": text_, "session": session_id}}
     job = langflow.http.post(f"/api/v1/build/{flow_id}/flow", json=body).raise_for_status().json()
     events = langflow.http.get(f"/api/v1/build/{job['job_id']}/events").raise_for_status()
+    langflow.settle_folds()
     return [json.loads(line) for line in events.text.splitlines() if line.strip()]
 
 
@@ -149,7 +151,7 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     assert any("PRJ-123" in (step["output"] or "") for step in steps)  # the notes, while the answer is written
     final = steps[-1]
     assert final["tool_input"]["earlier_messages_summarized"] == 20
-    assert final["tool_input"]["folded_this_turn"] == 20
+    assert final["tool_input"]["folded_this_turn"] == 0  # folded after the previous answer
     assert f"/api/v1/session_memory/{flow_id}/sessions/{session_id}" in final["tool_input"]["notes_api"]
     assert final["output"] == NOTES_KEPT_OUT
 
@@ -182,15 +184,18 @@ def test_switch_off_sends_exactly_the_stock_agents_requests(langflow, fake_model
     assert bodies[memory_flow] == bodies[stock_flow]
 
 
-def test_fold_tokens_are_added_to_the_turns_stored_usage(langflow, fake_model):
+def test_a_background_folds_tokens_are_added_to_the_next_turns_stored_usage(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     session_id = f"usage-{uuid.uuid4()}"
     on = {agent_id: {"summarize_older_messages": True}}
-    talk(langflow, flow_id, session_id, 11, tweaks=on)
+    talk(langflow, flow_id, session_id, 10, tweaks=on)
+    before = len(fake_model.requests())
+    langflow.run(flow_id, "The turn after which 20 older messages wait.", session_id=session_id, tweaks=on)
+    [fold] = summary_requests(fake_model, before)
 
     before = len(fake_model.requests())
-    langflow.run(flow_id, "And the next thing.", session_id=session_id, tweaks=on)  # 21 older messages: one fold
-    turn_requests = fake_model.requests()[before:]
+    langflow.run(flow_id, "And the next thing.", session_id=session_id, tweaks=on)
+    turn_requests = [fold, *fake_model.requests()[before:]]
     assert [r["kind"] for r in turn_requests] == ["summary", "chat"]
 
     [(properties,)] = langflow.sql(
