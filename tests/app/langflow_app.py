@@ -4,10 +4,14 @@ Start-up costs 15-40 s, so callers start one app per backend and module at most.
 """
 
 import os
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine
 
@@ -24,6 +28,8 @@ FAILURE_EVENTS = (
 )
 MIGRATED_EVENT = "session_memory_migrated revision="
 SHOWN_CHARACTERS_PER_LINE = 2000
+START_TIMEOUT_S = 240  # as for `make backend`: measured 55-75 s on two shared cores
+STOP_TIMEOUT_S = 30
 
 
 def database_engine(url: str) -> Engine:
@@ -37,32 +43,66 @@ def shared_log_file(tmp_path_factory) -> Path:
 
 
 @contextmanager
-def running_langflow(
-    url: str, home: Path, *, log_file: Path, model_base_url: str | None = None
-) -> Iterator[TestClient]:
-    """``TestClient(create_app())`` on the database at ``url``, started and stopped around the block.
-
-    The environment is set before Langflow reads its settings and restored afterwards;
-    Langflow's services are torn down when the client closes, so the next app reads its own
-    database URL.
-    """
+def langflow_settings(url: str, home: Path, *, log_file: Path, model_base_url: str | None) -> Iterator[None]:
+    """Langflow's environment set around the block (before it reads its settings), restored afterwards."""
     environment = langflow_environment(url, home, model_base_url=model_base_url, log_file=log_file)
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
     try:
         import langflow.__main__  # noqa: F401  (its signal handlers must be set up in the main thread)
-        from langflow.main import create_app
         from lfx.services.deps import get_settings_service
 
         get_settings_service().settings.database_url = url  # a new app in this process reads it from here
-        with TestClient(create_app()) as client:
-            yield client
+        yield
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def running_langflow(
+    url: str, home: Path, *, log_file: Path, model_base_url: str | None = None
+) -> Iterator[TestClient]:
+    """``TestClient(create_app())`` on the database at ``url``, started and stopped around the block.
+
+    Langflow's services are torn down when the client closes, so the next app reads its own
+    database URL.
+    """
+    with langflow_settings(url, home, log_file=log_file, model_base_url=model_base_url):
+        from langflow.main import create_app
+
+        with TestClient(create_app()) as client:
+            yield client
+
+
+@contextmanager
+def serving_langflow(url: str, home: Path, *, log_file: Path, model_base_url: str | None = None) -> Iterator[str]:
+    """Langflow with its UI (``setup_app``, as ``langflow run`` builds it) served over HTTP; yields its address.
+
+    A browser needs a real socket, which ``TestClient`` does not open: uvicorn serves the app
+    from a thread of this process, on a free port of 127.0.0.1, until the block ends.
+    """
+    with langflow_settings(url, home, log_file=log_file, model_base_url=model_base_url):
+        from langflow.main import setup_app
+
+        listening = socket.create_server(("127.0.0.1", 0))
+        server = uvicorn.Server(uvicorn.Config(setup_app(), log_level="warning"))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True, name="langflow-ui")
+        thread.start()
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not server.started:
+                if not thread.is_alive() or time.monotonic() > deadline:
+                    raise RuntimeError(f"Langflow did not start within {START_TIMEOUT_S} s; see {log_file}")
+                time.sleep(0.1)
+            yield f"http://127.0.0.1:{listening.getsockname()[1]}"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=STOP_TIMEOUT_S)
+            listening.close()
 
 
 class LangflowLog:
