@@ -1,8 +1,9 @@
 """(c) Turn latency with a model that takes 1 s to answer: stock Agent vs the switch on, same N.
 
 Both sessions start empty and advance turn by turn, alternating, so both see the same
-machine state. A fold is one more call to the same (1 s) model inside the turn, so a turn
-that folds should take about one model latency longer; this shows how much and how often.
+machine state. Routine folds run after the answer (``mode=background``), on the same loop,
+while the next turns run: this shows whether any turn still waits for one. A fold inside a
+turn (``mode=inline``) would make that turn about one model latency longer.
 """
 
 import statistics
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 
 from benchmarks import conversation
 from benchmarks.history import p95
-from benchmarks.inprocess import FOLD_EVENT, AgentConfig, GraphAgent, Runtime, model_calls, run_with_langflow
+from benchmarks.inprocess import FOLD_EVENT, AgentConfig, GraphAgent, Runtime, run_with_langflow
+from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
 from langflow_session_memory.testing.fake_openai import FakeModelConfig
 
 N_MESSAGES = 10
@@ -24,9 +26,10 @@ class LatencySeries:
 
     label: str
     turn_ms: list[float]
-    folds: list[int]
-    model_requests: list[int]
+    folds: list[int]  # folds inside each turn
+    model_requests: list[int]  # chat requests of each turn
     fold_latency_ms: list[int]
+    background_folds: int = 0
 
     @property
     def p50(self) -> float:
@@ -56,7 +59,7 @@ async def measure(runtime: Runtime, turns: int) -> list[LatencySeries]:
     times: list[list[float]] = [[], []]
     folds: list[list[int]] = [[], []]
     requests: list[list[int]] = [[], []]
-    fold_ms: list[list[int]] = [[], []]
+    fold_events: list[dict[str, str]] = []
     texts = [conversation.FACT, *[conversation.filler(i) for i in range(max(turns - 1, 0))]]
     for text in texts:
         for index, (agent, session_id) in enumerate(agents):
@@ -64,19 +67,28 @@ async def measure(runtime: Runtime, turns: int) -> list[LatencySeries]:
             started = time.perf_counter()
             await agent.turn(session_id, text)
             times[index].append((time.perf_counter() - started) * 1000)
-            folds[index].append(model_calls(server.requests()[before:]).folds)
-            requests[index].append(len(server.requests()) - before)
-            fold_ms[index].extend(int(e["latency_ms"]) for e in await runtime.log.events(FOLD_EVENT))
+            # A background fold of the other session may answer during this turn: count chat requests only.
+            requests[index].append(sum(1 for r in server.requests()[before:] if r["kind"] == "chat"))
+            logged = await runtime.log.events(FOLD_EVENT)
+            fold_events += logged
+            folds[index].append(sum(1 for e in logged if e.get("mode") == "inline" and _of(e, session_id)))
+    await get_session_memory_service().background.settled()
+    fold_events += await runtime.log.events(FOLD_EVENT)
     return [
         LatencySeries(
             label=config.label,
             turn_ms=times[i],
             folds=folds[i],
             model_requests=requests[i],
-            fold_latency_ms=fold_ms[i],
+            fold_latency_ms=[int(e["latency_ms"]) for e in fold_events if _of(e, session_id)],
+            background_folds=sum(1 for e in fold_events if e.get("mode") == "background" and _of(e, session_id)),
         )
-        for i, config in enumerate(configs)
+        for i, (config, (_agent, session_id)) in enumerate(zip(configs, agents, strict=True))
     ]
+
+
+def _of(event: dict[str, str], session_id: str) -> bool:
+    return event.get("session_id") == repr(session_id)
 
 
 def job(url: str, turns: int, model_latency_s: float) -> list[LatencySeries]:

@@ -80,8 +80,8 @@ def headline(results: BenchResults) -> list[str]:
         stock, memory = results.latency
         lines.append(
             f"- **Turn latency** with a 1 s model: p50 {memory.p50 / stock.p50:.2f}x, p95 "
-            f"{memory.p95 / stock.p95:.2f}x the stock Agent; {sum(1 for f in memory.folds if f)} of "
-            f"{len(memory.folds)} turns folded."
+            f"{memory.p95 / stock.p95:.2f}x the stock Agent; {memory.background_folds} folds ran after an answer, "
+            f"{sum(1 for f in memory.folds if f)} of {len(memory.folds)} turns folded inside the turn."
         )
     if results.concurrency:
         c = results.concurrency
@@ -197,17 +197,18 @@ def latency_section(results: BenchResults) -> list[str]:
     fold_turns = [t for t, f in zip(memory.turn_ms, memory.folds, strict=True) if f]
     plain_turns = [t for t, f in zip(memory.turn_ms, memory.folds, strict=True) if not f]
     rows = [
-        "| configuration | turns | p50 ms | p95 ms | turns with a fold | median fold latency ms (log) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| configuration | turns | p50 ms | p95 ms | turns with a fold inside | folds after an answer "
+        "| median fold latency ms (log) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for series in (stock, memory):
         fold_latency = _ms(statistics.median(series.fold_latency_ms)) if series.fold_latency_ms else "-"
         rows.append(
             f"| {series.label} | {len(series.turn_ms)} | {series.p50:.0f} | {series.p95:.0f} | "
-            f"{sum(1 for f in series.folds if f)} | {fold_latency} |"
+            f"{sum(1 for f in series.folds if f)} | {series.background_folds} | {fold_latency} |"
         )
     rows.append(
-        f"| **switch on / stock** | | **{memory.p50 / stock.p50:.2f}** | **{memory.p95 / stock.p95:.2f}** | | |"
+        f"| **switch on / stock** | | **{memory.p50 / stock.p50:.2f}** | **{memory.p95 / stock.p95:.2f}** | | | |"
     )
     extra = ""
     if fold_turns and plain_turns:
@@ -226,7 +227,8 @@ def latency_section(results: BenchResults) -> list[str]:
         "",
         f"Bundled model server with `FakeModelConfig(latency_s={results.sizes['model_latency_s']})` for chat and "
         "fold calls alike. Both sessions start empty, advance turn by turn alternately, and get one warm-up turn "
-        f"first. {extra}",
+        "first. Routine folds run after the answer, while the next turns run (no pause between turns). "
+        f"{extra}",
         "",
         *rows,
         "",

@@ -1,5 +1,6 @@
 """Talks to an in-process Langflow through its public API, and reads (or seeds) its database with SQL."""
 
+import asyncio
 import copy
 import json
 import time
@@ -37,6 +38,7 @@ STATE = Table(
 )
 FOLDED_SESSION_TURNS = 12  # at N=2 the 12th turn has 21 older messages: it folds messages 1-20
 FOLDED_MESSAGES = 20
+SETTLE_TIMEOUT_S = 120  # longer than any fold a test makes (three batches of the 30 s fold timeout)
 
 
 class LangflowClient:
@@ -124,7 +126,8 @@ class LangflowClient:
         """
         from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
 
-        self.http.portal.call(get_session_memory_service().background.settled)
+        background = get_session_memory_service().background
+        asyncio.run_coroutine_threadsafe(background.settled(), background.loop).result(timeout=SETTLE_TIMEOUT_S)
 
     def wait_for_fold_claim(self, session_id: str, *, timeout: float = 20.0) -> None:
         """Wait until a fold of ``session_id`` holds its claim: the model is being asked for the summary."""

@@ -28,10 +28,10 @@ pytestmark = [pytest.mark.app, pytest.mark.browser, pytest.mark.usefixtures("chr
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).parent.parent.parent / "test-artifacts" / "browser"
-# Long enough to find and open the step while the model "thinks"; each of the turn's two calls (fold, answer) waits.
+# Long enough to find and open the step while the model "thinks" about the answer.
 MODEL_LATENCY_S = 5.0
 UI_TIMEOUT_MS = 30_000
-FILLER_TURNS = 10  # the fact and 10 turns at N=2: the browser's turn has 21 older messages and folds 1-20
+FILLER_TURNS = 10  # the fact and 10 turns at N=2: messages 1-20 are folded after the last of them
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,11 @@ class BackgroundFolds:
         """Run folds on the current event loop from now on: the server's, for its whole life."""
         self._loop = asyncio.get_running_loop()
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The server loop the folds run on; None while closed."""
+        return self._loop
+
     def available(self) -> bool:
         """Whether a fold started now would run after the answer: called on the open server loop."""
         try:
