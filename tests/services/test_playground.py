@@ -6,6 +6,7 @@ from lfx.schema.message import Message
 from langflow_session_memory.services.session_memory.playground import (
     NOTES_KEPT_OUT,
     STEP_NAME,
+    as_markdown,
     store_without_notes,
     without_notes,
 )
@@ -64,3 +65,9 @@ async def test_a_write_receives_no_notes_and_the_stored_copy_gets_them_back_for_
 def test_a_message_without_the_step_is_handed_on_unchanged():
     plain = answer(TextContent(text="hello"))
     assert without_notes(plain) is plain
+
+
+def test_a_section_header_after_a_bullet_starts_its_own_paragraph_in_the_playground():
+    shown = as_markdown(NOTES)
+    assert shown == "Key facts:\n- PRJ-123 on the EU cluster\n\nConversation so far:\n- the project was named"
+    assert as_markdown(shown) == shown

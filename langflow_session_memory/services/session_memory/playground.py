@@ -39,9 +39,27 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
     return ToolContent(
         name=STEP_NAME,
         tool_input=facts,
-        output=history.summary or None,
+        output=as_markdown(history.summary) or None,
         header={"title": STEP_NAME, "icon": STEP_ICON},
     )
+
+
+def as_markdown(notes: str) -> str:
+    """The notes as the Playground renders them: a blank line closes a list before a section header.
+
+    Without it Markdown reads "Conversation so far:" as the continuation of the last
+    "Key facts" bullet and draws both on one line.
+    """
+    lines: list[str] = []
+    for line in notes.splitlines():
+        if lines and _is_bullet(lines[-1]) and line.strip() and not _is_bullet(line):
+            lines.append("")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _is_bullet(line: str) -> bool:
+    return line.lstrip().startswith(("- ", "* ", "• "))
 
 
 def _field(block, name: str):
