@@ -8,6 +8,7 @@ LIMIT or a cursor bound; none loads a session.
 """
 
 import functools
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from uuid import UUID
@@ -38,6 +39,8 @@ _STATE_COLUMNS = [
     )
 ]
 _BEFORE_ANY_MESSAGE = datetime(1, 1, 1, tzinfo=UTC)
+# Escaped with a backslash in a PostgreSQL regex, where that makes any such character literal.
+_NOT_A_WORD_CHARACTER = re.compile(r"\W")
 
 
 def _scope(key: SessionKey):
@@ -207,13 +210,25 @@ async def window_start(
     return None if row is None else Cursor(timestamp=row.timestamp, message_id=row.id)
 
 
+def _holds_any(words: Sequence[str], dialect: str):
+    """Text holding any of ``words``, any case: one case-insensitive regex on PostgreSQL, else ORed LIKEs.
+
+    No index serves a substring match, so every message of the scanned range is tested; on
+    PostgreSQL one ``~*`` per message took half the time of one ``ILIKE`` per word
+    (``benchmarks.search``). SQLite has no regex operator; its ``lower()`` folds ASCII only.
+    """
+    if dialect == "postgresql":
+        return _columns.text.regexp_match("|".join(_NOT_A_WORD_CHARACTER.sub(r"\\\g<0>", w) for w in words), flags="i")
+    return or_(*(_columns.text.icontains(word, autoescape=True) for word in words))
+
+
 async def older_than_window_matching(
     session: AsyncSession, key: SessionKey, *, before: Cursor, words: Sequence[str], limit: int, read_characters: int
 ) -> list[Candidate]:
     """The newest ``limit`` messages before the window holding any of ``words`` (any case), newest first.
 
-    LIKE wildcards in a word match literally. Only the first ``read_characters`` of each
-    text are read, so a pasted log cannot make a search large.
+    Wildcards in a word match literally. Only the first ``read_characters`` of each text are
+    read, so a pasted log cannot make a search large.
     """
     statement = (
         select(
@@ -223,7 +238,7 @@ async def older_than_window_matching(
             _columns.sender_name,
             func.substr(_columns.text, 1, read_characters).label("text"),
         )
-        .where(_scope(key), _before(before), or_(*(_columns.text.icontains(word, autoescape=True) for word in words)))
+        .where(_scope(key), _before(before), _holds_any(words, session.bind.dialect.name))
         .order_by(_columns.timestamp.desc(), _columns.id.desc())
         .limit(limit)
     )
