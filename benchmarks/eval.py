@@ -63,7 +63,7 @@ class Size:
 
 
 FULL = Size(facts=40, updates=5, filler_turns=240, logs=6)
-QUICK = Size(facts=8, updates=2, filler_turns=40, logs=2)
+QUICK = Size(facts=30, updates=3, filler_turns=60, logs=2)
 
 # What a fact is about: (attribute, thing, value prefix); the owner's value is a name instead.
 KINDS = (
