@@ -54,13 +54,18 @@ run: migrate
 # The demo and the benchmarks (benchmarks/, results written to docs/); both use fresh databases of their own.
 # `make demo MODEL=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against the real OpenAI model.
 # `make bench BENCH_ARGS=--quick` runs smaller sizes; `.venv/bin/python -m benchmarks.run --help` lists every knob.
+# `make eval` runs the recall eval (docs/eval.md); `make eval QUICK=1` a reduced one; MODEL= as for the demo.
 MODEL ?=
 BENCH_ARGS ?=
+QUICK ?=
 
-.PHONY: demo bench
+.PHONY: demo bench eval
 
 demo: install
 	$(BIN)/python -m benchmarks.demo $(if $(MODEL),--model $(MODEL))
 
 bench: install
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+eval: install
+	$(BIN)/python -m benchmarks.eval $(if $(MODEL),--model $(MODEL)) $(if $(QUICK),--quick)

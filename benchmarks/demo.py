@@ -164,9 +164,10 @@ def document(rows: list[DemoRow], *, model: str, real_model: bool, seconds: floa
                 []
                 if real_model
                 else [
-                    "The bundled server's answer lists every fact token (IDs, upper-case words) it finds in the "
-                    'request: "AI" comes from the Agent\'s system prompt and INFO, POST, WARN, ERROR from the pasted '
-                    "log; only PRJ-123 and EU come from the first message.",
+                    "When one sentence of the request holds the question's key words (cluster, project), the "
+                    "bundled server answers with that sentence's fact tokens (IDs, upper-case words); otherwise it "
+                    'lists every fact token it finds in the request: "AI" comes from the Agent\'s system prompt and '
+                    "INFO, POST, WARN, ERROR from the pasted log; only PRJ-123 and EU come from the first message.",
                     "",
                 ]
             ),

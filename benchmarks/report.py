@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from benchmarks import search
 from benchmarks.concurrency import ConcurrencyResult
 from benchmarks.conversation import recalled
 from benchmarks.history import GAP, HistoryTiming
@@ -538,7 +539,10 @@ def write(results: BenchResults, docs: Path, total_seconds: float) -> list[Path]
     docs.mkdir(parents=True, exist_ok=True)
     figures = plot(results, docs)
     markdown = docs / "benchmarks.md"
+    search_section = search.saved_section(markdown)  # written by `python -m benchmarks.search`, kept across runs
     markdown.write_text(render(results, total_seconds), encoding="utf-8")
+    if search_section:
+        search.write_section(markdown, search_section)
     raw = docs / "benchmarks.json"
     raw.write_text(json.dumps(asdict(results), indent=1, default=str), encoding="utf-8")
     return [markdown, raw, *figures]

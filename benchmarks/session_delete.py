@@ -29,28 +29,33 @@ from langflow_session_memory.services.session_memory.model import Cursor, Sessio
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+def message_row(key: SessionKey, message_id: uuid.UUID, i: int, text: str, **columns) -> dict:
+    """Message number ``i`` of ``key``'s session, one second after the previous one, as Langflow stores it."""
+    return {
+        "id": message_id,
+        "timestamp": START + timedelta(seconds=i),
+        "sender": "User" if i % 2 == 0 else "Machine",
+        "sender_name": "User" if i % 2 == 0 else "AI",
+        "session_id": key.session_id,
+        "context_id": key.context_id or None,
+        "text": text,
+        "flow_id": key.flow_id,
+        "user_id": key.owner_id,
+        "error": False,
+        "edit": False,
+        "is_output": False,
+        "files": [],
+        "properties": {},
+        "category": "message",
+        "content_blocks": [],
+        **columns,
+    }
+
+
 async def _seed(sessions, key: SessionKey, count: int) -> list[uuid.UUID]:
     ids = [uuid.uuid4() for _ in range(count)]
-    rows = [
-        {
-            "id": ids[i],
-            "timestamp": START + timedelta(seconds=i),
-            "sender": "User" if i % 2 == 0 else "Machine",
-            "sender_name": "User",
-            "session_id": key.session_id,
-            "text": f"message {i} " + "lorem ipsum " * 10,
-            "flow_id": key.flow_id,
-            "user_id": key.owner_id,
-            "error": False,
-            "edit": False,
-            "is_output": False,
-            "files": [],
-            "properties": {},
-            "category": "message",
-            "content_blocks": [],
-        }
-        for i in range(count)
-    ]
+    text = "lorem ipsum " * 10
+    rows = [message_row(key, ids[i], i, f"message {i} {text}", sender_name="User") for i in range(count)]
     async with sessions.begin() as session:
         await session.execute(insert(MessageTable), rows)
         seen = await store.create_if_absent(session, key)

@@ -16,10 +16,25 @@ Answering rules:
 
   It is at most 300 words and at most as many words as the summarized text (the two headers always appear);
   facts are kept first, then the newest conversation lines that still fit.
-* Chat request: the last user message is the question. If it asks about the past ("which", "what", "remember",
-  "were we" or a trailing "?"), the answer is ``From our conversation: `` plus the distinct fact tokens of all
-  other messages in order of first appearance, or ``I don't know.`` when there are none. Otherwise the answer is
-  ``OK: `` plus the first 8 words of the question. Facts therefore only ever come from the request itself.
+* Chat request: the last user message is the question. If it does not ask about the past ("which", "what",
+  "remember", "were we" or a trailing "?"), the answer is ``OK: `` plus the first 8 words of the question.
+  A recall question is answered, first rule that applies:
+
+  1. Targeted: the question's *key words* (its lower-case words and numbers, stop words and question words
+     dropped) all occur in a sentence of another message that holds a fact token. The answer is
+     ``From our conversation: `` plus that sentence's fact tokens; of several such sentences the newest (last in
+     the request) wins, so a later update beats the value it replaced, as with a real model.
+  2. Tool call: the request offers the tool ``search_earlier_messages`` (``SEARCH_TOOL``) and its last message
+     is not a tool result. The answer is a call of it with ``{"query": "<the key words, space-separated>"}``
+     (``finish_reason: tool_calls``; streamed as ``delta.tool_calls`` chunks when ``stream`` is set).
+  3. After a tool result (the last message has role ``tool``): each line is read as ``<time> <sender>: <text>``
+     (the first ``YYYY-MM-DD HH:MM`` time in the line, then the text after the next ``": "``, so a sender named
+     ``AI`` is no fact) and the newest text by that time holding a fact token and every key word gives the
+     answer, as in rule 1; lines without a time count as older than any timed line. It never calls again.
+  4. Otherwise ``From our conversation: `` plus the distinct fact tokens of all other messages in order of first
+     appearance, or ``I don't know.`` when there are none.
+
+  Facts therefore only ever come from the request itself; a question asked twice gets the same answer.
 
 Fact tokens are IDs like ``PRJ-123`` (``[A-Z][A-Z0-9]*-\\d+``) or upper-case words like ``EU`` (``[A-Z]{2,}``).
 
@@ -73,6 +88,17 @@ USER_SPEAKER = re.compile(r"^(?:user|human)\s*:\s*", re.IGNORECASE)
 BULLET = re.compile(r"^[-*•]\s+")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 RECALL_WORDS = re.compile(r"\b(?:which|what|remember|were we)\b", re.IGNORECASE)
+WORD = re.compile(r"[a-z0-9]+")
+# Words that say how a question is asked, not what it is about; they never decide which sentence answers it.
+STOP_WORDS = frozenset(
+    WORD.findall(
+        "an and any are as at be been by can could did do does for from had has have how in is it its me my now of "
+        "on or our please remember that the their them there these this those to us was we were what when where "
+        "which who whom whose why with would you your"
+    )
+)
+LINE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?")
+SEARCH_TOOL = "search_earlier_messages"
 GARBAGE = " ".join(itertools.repeat("lorem ipsum dolor sit amet", 400))
 
 ERROR_KINDS = {
@@ -182,15 +208,67 @@ def summarize(messages: list[dict]) -> str:
     return "\n".join(["Key facts:", *fact_lines, "Conversation so far:", *conversation_lines])
 
 
-def chat_answer(messages: list[dict]) -> str:
-    """Answer the last user message using only facts found in the other messages."""
+@dataclass(frozen=True)
+class Reply:
+    """What the model answers: text, or a call of ``SEARCH_TOOL`` with ``tool_query``."""
+
+    content: str = ""
+    tool_query: str | None = None
+
+
+def key_words(text: str) -> list[str]:
+    """The words a question is about: lower-case words and numbers, stop words and single letters dropped."""
+    return list(dict.fromkeys(w for w in WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) > 1))
+
+
+def targeted_facts(words: list[str], texts: list[str]) -> list[str]:
+    """Fact tokens of the last sentence (in ``texts`` order) that holds a fact token and every one of ``words``."""
+    found: list[str] = []
+    wanted = set(words)
+    for text in texts:
+        for line in text.splitlines():
+            for sentence in SENTENCE_END.split(line):
+                facts = fact_tokens(sentence)
+                if facts and wanted <= set(WORD.findall(sentence.lower())):
+                    found = list(dict.fromkeys(facts))
+    return found if wanted else []
+
+
+def tool_result_texts(result: str) -> list[str]:
+    """A tool result's texts, oldest first. A line ``<time> <sender>: <text>`` gives its text, placed by its time;
+    a line without a time (a heading, "nothing found") is taken whole and placed before every timed line."""
+    placed = []
+    for position, line in enumerate(line for line in result.splitlines() if line.strip()):
+        time_found = LINE_TIME.search(line)
+        if time_found is None:
+            placed.append(("", position, line))
+        else:
+            text = line[time_found.end() :].partition(": ")[2] or line
+            placed.append((time_found.group().replace("T", " "), position, text))
+    return [text for *_, text in sorted(placed)]
+
+
+def offers_search_tool(tools: list[dict] | None) -> bool:
+    return any((tool.get("function") or {}).get("name") == SEARCH_TOOL for tool in tools or [])
+
+
+def chat_reply(messages: list[dict], tools: list[dict] | None = None) -> Reply:
+    """Answer the last user message using only facts found in the other messages (rules in the module docstring)."""
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
     question = content_text(messages[last_user].get("content")).strip() if last_user is not None else ""
     if not (RECALL_WORDS.search(question) or question.endswith("?")):
-        return "OK: " + _first_words(question, 8)
-    others = (content_text(m.get("content")) for i, m in enumerate(messages) if i != last_user)
+        return Reply("OK: " + _first_words(question, 8))
+    words = key_words(question)
+    others = [content_text(m.get("content")) for i, m in enumerate(messages) if i != last_user]
+    after_tool = bool(messages) and messages[-1].get("role") == "tool"
+    # After a search, only its result is new: the rest of the request was read before the call.
+    targeted = targeted_facts(words, tool_result_texts(others[-1]) if after_tool else others)
+    if targeted:
+        return Reply("From our conversation: " + ", ".join(targeted))
+    if words and not after_tool and offers_search_tool(tools):
+        return Reply(tool_query=" ".join(words))
     found = list(dict.fromkeys(t for text in others for t in fact_tokens(text)))
-    return "From our conversation: " + ", ".join(found) if found else "I don't know."
+    return Reply("From our conversation: " + ", ".join(found) if found else "I don't know.")
 
 
 def is_reasoning_model(model: Any) -> bool:
@@ -245,7 +323,9 @@ def build_app(config: FakeModelConfig) -> FastAPI:
     log_lock = asyncio.Lock()
     ids = itertools.count(1)
 
-    async def record(kind: str, body: Any, status: int, prompt_tokens: int, completion_tokens: int) -> None:
+    async def record(
+        kind: str, body: Any, status: int, prompt_tokens: int, completion_tokens: int, tool_query: str | None = None
+    ) -> None:
         entry = {
             "ts": time.time(),
             "kind": kind,
@@ -253,6 +333,7 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             "status": status,
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
+            "tool_query": tool_query,
         }
         app.state.records.append(entry)
         if config.request_log:
@@ -315,39 +396,63 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             return error_response(config.fail_status, f"Injected failure (HTTP {config.fail_status}).")
 
         if faults_apply and config.empty_output:
-            answer = ""
+            reply = Reply("")
         elif faults_apply and config.garbage_output:
-            answer = GARBAGE
+            reply = Reply(GARBAGE)
         else:
-            answer = summarize(messages) if kind == "summary" else chat_answer(messages)
-        completion_tokens = estimate_completion_tokens(answer)
-        await record(kind, body, 200, prompt_tokens, completion_tokens)
+            reply = Reply(summarize(messages)) if kind == "summary" else chat_reply(messages, body.get("tools"))
+        request_id = next(ids)
+        tool_calls = _tool_calls(request_id, reply.tool_query)
+        completion_tokens = estimate_completion_tokens(reply.content or json.dumps(tool_calls))
+        await record(kind, body, 200, prompt_tokens, completion_tokens, reply.tool_query)
 
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
-        base = {"id": f"chatcmpl-fake-{next(ids)}", "created": int(time.time()), "model": body.get("model", MODELS[0])}
+        base = {"id": f"chatcmpl-fake-{request_id}", "created": int(time.time()), "model": body.get("model", MODELS[0])}
         if not body.get("stream"):
-            choice = {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+            message = {"role": "assistant", "content": None if tool_calls else reply.content}
+            if tool_calls:
+                message["tool_calls"] = tool_calls
+            choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
             return {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return StreamingResponse(
-            _stream(base, answer, usage if include_usage else None), media_type="text/event-stream"
+            _stream(base, reply.content, tool_calls, usage if include_usage else None), media_type="text/event-stream"
         )
 
     return app
 
 
-def _stream(base: dict, answer: str, usage: dict | None) -> Iterator[str]:
+def _tool_calls(request_id: int, query: str | None) -> list[dict]:
+    """The OpenAI ``tool_calls`` of a reply that searches earlier messages; none for a text reply."""
+    if query is None:
+        return []
+    arguments = json.dumps({"query": query})
+    return [
+        {"id": f"call_fake_{request_id}", "type": "function", "function": {"name": SEARCH_TOOL, "arguments": arguments}}
+    ]
+
+
+def _stream(base: dict, answer: str, tool_calls: list[dict], usage: dict | None) -> Iterator[str]:
+    """OpenAI's chunk sequence: the role, the text word by word or each tool call (name first, then arguments)."""
+
     def chunk(choices: list[dict], **extra: Any) -> str:
         return "data: " + json.dumps({**base, "object": "chat.completion.chunk", "choices": choices, **extra}) + "\n\n"
 
-    yield chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+    def delta(**fields: Any) -> str:
+        return chunk([{"index": 0, "delta": fields, "finish_reason": None}])
+
+    yield delta(role="assistant", content=None if tool_calls else "")
+    for index, call in enumerate(tool_calls):
+        function = call["function"]
+        yield delta(tool_calls=[{**call, "index": index, "function": {"name": function["name"], "arguments": ""}}])
+        yield delta(tool_calls=[{"index": index, "function": {"arguments": function["arguments"]}}])
     for piece in re.findall(r"\s*\S+", answer):
-        yield chunk([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
-    yield chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+        yield delta(content=piece)
+    yield chunk([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if tool_calls else "stop"}])
     if usage is not None:
         yield chunk([], usage=usage)
     yield "data: [DONE]\n\n"

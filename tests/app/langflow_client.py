@@ -230,30 +230,45 @@ def seed_turns(
             ("Machine", "AI", f"OK: {said}", {**Properties(source=agent, icon="Bot").model_dump(), "usage": usage}),
         ):
             rows.append(
-                {
-                    "id": uuid.uuid4(),
-                    "flow_id": uuid.UUID(str(flow_id)),
-                    "user_id": uuid.UUID(str(owner_id)),
-                    "session_id": session_id,
-                    "context_id": "",
-                    "run_id": run_id,
-                    "session_metadata": {"graph_run_id": str(run_id)},
-                    "timestamp": start + timedelta(seconds=len(rows)),
-                    "sender": sender,
-                    "sender_name": sender_name,
-                    "text": text_,
-                    "properties": properties,
-                    "error": False,
-                    "edit": False,
-                    "is_output": False,
-                    "files": [],
-                    "category": "message",
-                    "content_blocks": [],
-                }
+                message_row(
+                    flow_id=flow_id,
+                    owner_id=owner_id,
+                    session_id=session_id,
+                    timestamp=start + timedelta(seconds=len(rows)),
+                    sender=sender,
+                    text_=text_,
+                    sender_name=sender_name,
+                    properties=properties,
+                    run_id=run_id,
+                    session_metadata={"graph_run_id": str(run_id)},
+                )
             )
     connection.execute(insert(MESSAGE), rows)
     cursor = rows[FOLDED_MESSAGES - 1]
     return cursor["timestamp"], cursor["id"]
+
+
+def message_row(*, flow_id, owner_id, session_id: str, timestamp: datetime, sender: str, text_: str, **columns) -> dict:
+    """A ``message`` row with the columns Langflow always fills; ``columns`` add or replace others."""
+    return {
+        "id": uuid.uuid4(),
+        "flow_id": uuid.UUID(str(flow_id)),
+        "user_id": uuid.UUID(str(owner_id)),
+        "session_id": session_id,
+        "context_id": "",
+        "timestamp": timestamp,
+        "sender": sender,
+        "sender_name": "User" if sender == "User" else "AI",
+        "text": text_,
+        "properties": {},
+        "error": False,
+        "edit": False,
+        "is_output": False,
+        "files": [],
+        "category": "message",
+        "content_blocks": [],
+        **columns,
+    }
 
 
 def insert_state_row(

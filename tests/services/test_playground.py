@@ -1,6 +1,7 @@
 """The "Session memory" step: what may be stored and handed on (counts, state) and what only the live view shows."""
 
 from lfx.schema.content_types import ContentBlock, TextContent, ToolContent
+from lfx.schema.legacy_render import render_v1_content_blocks
 from lfx.schema.message import Message
 
 from langflow_session_memory.services.session_memory.playground import (
@@ -60,6 +61,17 @@ async def test_a_write_receives_no_notes_and_the_stored_copy_gets_them_back_for_
     stored = await store_without_notes(answer(step()), write)
     assert written == [[NOTES_KEPT_OUT]]
     assert outputs(stored) == [NOTES]
+
+
+async def test_a_tool_step_added_after_the_first_write_stays_among_the_steps():
+    async def write_like_langflow(message):  # astore_message hands back the v1 shape: steps inside a group
+        return answer(ContentBlock(title="Agent Steps", contents=[step(output=NOTES_KEPT_OUT)]))
+
+    live = await store_without_notes(answer(step()), write_like_langflow)
+    live.content_blocks.append(ToolContent(name="search_earlier_messages", tool_input={"query": "code"}))
+
+    [group] = render_v1_content_blocks(live.content_blocks)
+    assert [leaf["name"] for leaf in group["contents"]] == [STEP_NAME, "search_earlier_messages"]
 
 
 def test_a_message_without_the_step_is_handed_on_unchanged():

@@ -10,6 +10,7 @@ from langflow_session_memory.services.session_memory.agent_history import (
     with_memory_step,
 )
 from langflow_session_memory.services.session_memory.playground import store_without_notes
+from langflow_session_memory.services.session_memory.recall_tool import with_recall_tool
 
 
 class SessionMemoryAgentComponent(AgentComponent):
@@ -67,6 +68,17 @@ class SessionMemoryAgentComponent(AgentComponent):
                 "long', the turn is retried once with the summary alone. 0 = the window LangChain knows for the model."
             ),
         ),
+        BoolInput(
+            name="search_older_messages",
+            display_name="Search Older Messages",
+            advanced=True,
+            value=True,
+            info=(
+                "With Summarize Older Messages on: give the Agent a tool, search_earlier_messages, that finds this "
+                "session's messages older than the chat history window by keywords (at most 5, clipped), for details "
+                "the summary left out. Its results go to the model only and are not stored as chat messages."
+            ),
+        ),
     ]
 
     def _get_llm(self):
@@ -74,6 +86,10 @@ class SessionMemoryAgentComponent(AgentComponent):
         if not memory_switched_on(self):
             return llm
         return agent_model(self, llm)
+
+    async def get_agent_requirements(self):
+        llm, chat_history, tools = await super().get_agent_requirements()
+        return llm, chat_history, await with_recall_tool(self, tools)
 
     async def get_memory_data(self):
         if not memory_switched_on(self):

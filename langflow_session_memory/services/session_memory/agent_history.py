@@ -89,7 +89,12 @@ def get_session_memory_service():
 
 def memory_switched_on(component) -> bool:
     """The switch as Langflow's BoolInput reads it; off when never set (an Agent built without ``__init__``)."""
-    value = getattr(component, "summarize_older_messages", False)
+    return bool_input(component, "summarize_older_messages", default=False)
+
+
+def bool_input(component, name: str, *, default: bool) -> bool:
+    """A BoolInput's value as Langflow reads it (``"true"``, ``"1"``, ``"yes"`` are on); ``default`` when never set."""
+    value = getattr(component, name, default)
     try:
         return validate_boolean(value)
     except ValueError:

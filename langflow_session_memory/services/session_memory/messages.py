@@ -8,8 +8,10 @@ LIMIT or a cursor bound; none loads a session.
 """
 
 import functools
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from uuid import UUID
 
 from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import Integer, Select, String, Uuid, and_, bindparam, func, literal, or_, select
@@ -18,6 +20,7 @@ from sqlmodel.sql.sqltypes import UTCDateTime
 
 from langflow_session_memory.services.session_memory import store
 from langflow_session_memory.services.session_memory.model import Cursor, SessionKey, SessionMemoryState, SessionState
+from langflow_session_memory.services.session_memory.search import Candidate
 
 _columns = MessageTable.__table__.c
 _state = SessionMemoryState.__table__
@@ -38,6 +41,8 @@ _STATE_COLUMNS = [
     )
 ]
 _BEFORE_ANY_MESSAGE = datetime(1, 1, 1, tzinfo=UTC)
+# Escaped with a backslash in a PostgreSQL regex, where that makes any such character literal.
+_NOT_A_WORD_CHARACTER = re.compile(r"\W")
 
 
 def _scope(key: SessionKey):
@@ -176,3 +181,76 @@ async def still_stored(session: AsyncSession, batch: Sequence[MessageTable]) -> 
         statement = statement.with_for_update(read=True)
     stored = dict((await session.execute(statement)).all())
     return all(row.id in stored and stored[row.id] == row.text for row in batch)
+
+
+def _at_or_before_position(timestamp, message_id):
+    """``(timestamp, id) <= (timestamp, message_id)``, the complement of :func:`_after_position`."""
+    return and_(_columns.timestamp <= timestamp, or_(_columns.timestamp < timestamp, _columns.id <= message_id))
+
+
+async def window_start(
+    session: AsyncSession, key: SessionKey, n_messages: int, *, input_message_id: UUID | None
+) -> Cursor | None:
+    """The oldest of the newest ``n_messages`` (the raw window), None when the session holds no more.
+
+    Counted from the turn's stored input, as the window was read: an answer stored while the
+    turn runs (the Agent's partial message) does not move it. Without a stored input, from
+    the newest message.
+    """
+    conditions = [_scope(key)]
+    if input_message_id is not None:
+        input_timestamp = select(_columns.timestamp).where(_columns.id == input_message_id).scalar_subquery()
+        conditions.append(_at_or_before_position(input_timestamp, input_message_id))
+    statement = (
+        select(_columns.timestamp, _columns.id)
+        .where(*conditions)
+        .order_by(_columns.timestamp.desc(), _columns.id.desc())
+        .offset(n_messages - 1)
+        .limit(1)
+    )
+    row = (await session.execute(statement)).first()
+    return None if row is None else Cursor(timestamp=row.timestamp, message_id=row.id)
+
+
+def _holds_any(words: Sequence[str], dialect: str):
+    """Text holding any of ``words``, any case: one case-insensitive regex on PostgreSQL, else ORed LIKEs.
+
+    No index serves a substring match, so every message of the scanned range is tested; on
+    PostgreSQL one ``~*`` per message took half the time of one ``ILIKE`` per word
+    (``benchmarks.search``). SQLite has no regex operator; its ``lower()`` folds ASCII only.
+    """
+    if dialect == "postgresql":
+        return _columns.text.regexp_match("|".join(_NOT_A_WORD_CHARACTER.sub(r"\\\g<0>", w) for w in words), flags="i")
+    return or_(*(_columns.text.icontains(word, autoescape=True) for word in words))
+
+
+async def older_than_window_matching(
+    session: AsyncSession, key: SessionKey, *, before: Cursor, words: Sequence[str], limit: int, read_characters: int
+) -> list[Candidate]:
+    """The newest ``limit`` messages before the window holding any of ``words`` (any case), newest first.
+
+    Wildcards in a word match literally. Only the first ``read_characters`` of each text are
+    read, so a pasted log cannot make a search large.
+    """
+    statement = (
+        select(
+            _columns.id,
+            _columns.timestamp,
+            _columns.sender,
+            _columns.sender_name,
+            func.substr(_columns.text, 1, read_characters).label("text"),
+        )
+        .where(_scope(key), _before(before), _holds_any(words, session.bind.dialect.name))
+        .order_by(_columns.timestamp.desc(), _columns.id.desc())
+        .limit(limit)
+    )
+    return [
+        Candidate(
+            message_id=row.id,
+            timestamp=row.timestamp,
+            sender=row.sender,
+            sender_name=row.sender_name,
+            text=row.text or "",
+        )
+        for row in await session.execute(statement)
+    ]

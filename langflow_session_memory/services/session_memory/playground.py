@@ -108,14 +108,15 @@ def without_notes(message: Message) -> Message:
 
 
 async def store_without_notes(message: Message, write: Callable[[Message], Awaitable[Message]]) -> Message:
-    """Write the message without the notes; hand back what was stored with the notes put back, for the live view."""
-    blocks, notes = _kept_out(message.content_blocks)
-    if notes is None:
+    """Write the message without the notes; hand back the stored message with the live blocks, notes included.
+
+    Langflow hands a stored message back in its v1 shape: our step wrapped in an "Agent Steps"
+    group. The Agent appends its later steps (tool calls) beside that group, where the v1 shape
+    drops them; with the live, flat blocks handed back, every tool call stays among the steps,
+    as on the stock Agent (whose first message has no blocks at all).
+    """
+    if not any(_steps(message.content_blocks)):
         return await write(message)
-    stored = await write(message.model_copy(update={"content_blocks": blocks}))
-    for step in _steps(stored.content_blocks):
-        if isinstance(step, dict):
-            step["output"] = notes
-        else:
-            step.output = notes
-    return stored
+    blocks, notes = _kept_out(message.content_blocks)
+    stored = await write(message if notes is None else message.model_copy(update={"content_blocks": blocks}))
+    return stored.model_copy(update={"content_blocks": list(message.content_blocks)})

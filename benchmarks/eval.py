@@ -1,0 +1,515 @@
+"""``make eval``: does the Agent still know 40 facts planted across 285 turns? Recall, tokens and time, three ways.
+
+Runs the real Langflow app in-process (``benchmarks/app.py``: ``TestClient(create_app())``
+and ``/api/v1/run``) on a fresh SQLite database. One scripted session per configuration:
+240 filler turns (six of them ~5,000-character pasted logs) with 40 distinct facts planted
+at spread-out points ("The badge code of team 13 is BADGE-1000."), 5 of them changed later
+("Change: team 13 has a new badge code, BADGE-5000."), then 45 questions: one per fact (a
+changed fact must get its new value and not its old one) and one per change ("What is the
+new badge code of team 13?"), in a fixed shuffled order.
+
+Configurations: Langflow's stock Agent at N=100; the Session Memory Agent with Summarize
+Older Messages on at N=10 with ``search_older_messages`` off (the summary alone) and on
+(the Agent may call ``search_earlier_messages``), set through tweaks on one flow.
+
+By default the model is the bundled deterministic server, so the run measures what reaches
+the model: it answers only from facts in the request, and searches when it finds none.
+``--model NAME`` (``make eval MODEL=gpt-4o-mini``) uses a real OpenAI-compatible model with
+the usual ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``; tokens are then the usage Langflow stores.
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from benchmarks import conversation
+from benchmarks.app import LangflowApp, langflow_app
+from benchmarks.inprocess import FOLD_EVENT
+from langflow_session_memory.testing.fake_openai import (
+    SEARCH_TOOL,
+    FakeModelConfig,
+    RunningServer,
+    estimate_prompt_tokens,
+    run_in_thread,
+)
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+REPORT = "eval.md"
+FIGURE = "eval.png"
+RECALL_TARGET = 0.95
+TOKEN_TARGET = 0.5
+
+
+@dataclass(frozen=True)
+class Size:
+    """How much conversation one configuration replays."""
+
+    facts: int
+    updates: int
+    filler_turns: int
+    logs: int
+
+
+FULL = Size(facts=40, updates=5, filler_turns=240, logs=6)
+QUICK = Size(facts=30, updates=3, filler_turns=60, logs=2)
+
+# What a fact is about: (attribute, thing, value prefix); the owner's value is a name instead.
+KINDS = (
+    ("badge code", "team", "BADGE"),
+    ("gateway address", "site", "GW"),
+    ("pager number", "squad", "PGR"),
+    ("invoice number", "customer", "INV"),
+    ("owner", "service", None),
+    ("license key", "tool", "LIC"),
+    ("parking spot", "van", "LOT"),
+    ("release tag", "module", "REL"),
+)
+NAMES = ("MARGOT", "IGNATZ", "BEATRIX", "CASIMIR", "DOROTHEA", "FENELLA", "GODFREY", "HORATIO", "ISOLDE", "LEOPOLD")
+MAX_FACTS = len(KINDS) * len(NAMES) // 2
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One planted fact, its question, and (for a changed fact) the change and its own question."""
+
+    statement: str
+    question: str
+    value: str
+    change: str | None = None
+    change_question: str | None = None
+    new_value: str | None = None
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question asked after the planting, and the value a right answer names."""
+
+    text: str
+    expected: str
+    stale: str | None  # the replaced value, which a correct answer must not name
+
+    def answered_by(self, answer: str) -> bool:
+        return _names(answer, self.expected) and not (self.stale and _names(answer, self.stale))
+
+
+def _names(answer: str, value: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", answer) is not None
+
+
+def facts(size: Size) -> list[Fact]:
+    """``size.facts`` distinct facts; ``size.updates`` of them, spread over the list and its kinds, change later."""
+    changed = {i * size.facts // size.updates + i for i in range(size.updates)}
+    planted = []
+    for i in range(size.facts):
+        attribute, thing, prefix = KINDS[i % len(KINDS)]
+        number = 13 + 3 * i
+        rank = i // len(KINDS)
+        value, new_value = (
+            (NAMES[rank], NAMES[-1 - rank])
+            if prefix is None
+            else (f"{prefix}-{1000 + 7 * i}", f"{prefix}-{5000 + 7 * i}")
+        )
+        fact = Fact(
+            statement=f"The {attribute} of {thing} {number} is {value}.",
+            question=f"What is the {attribute} of {thing} {number}?",
+            value=value,
+        )
+        if i in changed:
+            fact = replace(
+                fact,
+                change=f"Change: {thing} {number} has a new {attribute}, {new_value}.",
+                change_question=f"What is the new {attribute} of {thing} {number}?",
+                new_value=new_value,
+            )
+        planted.append(fact)
+    return planted
+
+
+def script(size: Size) -> tuple[list[str], list[Question]]:
+    """The user messages of one session (fillers, logs, facts, changes, then questions) and what each question
+    expects. Facts go in at evenly spread filler positions; each change comes halfway between its fact and the
+    end of the filler."""
+    planted = facts(size)
+    log = conversation.pasted_log()
+    logs_at = {round((k + 0.5) * size.filler_turns / size.logs) for k in range(size.logs)}
+    at: dict[int, list[str]] = {}
+    for i, fact in enumerate(planted):
+        position = i * size.filler_turns // size.facts
+        at.setdefault(position, []).append(fact.statement)
+        if fact.change:
+            at.setdefault((position + size.filler_turns) // 2, []).append(fact.change)
+    turns = []
+    for position in range(size.filler_turns):
+        turns.append(log if position in logs_at else conversation.filler(position))
+        turns += at.get(position, [])
+    questions = [Question(f.question, f.new_value or f.value, f.value if f.new_value else None) for f in planted]
+    questions += [Question(f.change_question, f.new_value, f.value) for f in planted if f.change]
+    random.Random(14).shuffle(questions)
+    return turns, questions
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """An Agent under test: the stock one, or ours with the switch on, searching or not."""
+
+    label: str
+    n_messages: int
+    session_memory: bool
+    search: bool = False
+
+    def tweaks(self) -> dict:
+        if not self.session_memory:
+            return {"n_messages": self.n_messages}
+        return {"n_messages": self.n_messages, "summarize_older_messages": True, "search_older_messages": self.search}
+
+
+CONFIGURATIONS = (
+    Configuration("stock Agent, N=100", 100, session_memory=False),
+    Configuration("switch on, N=10, search off", 10, session_memory=True),
+    Configuration("switch on, N=10, search on", 10, session_memory=True, search=True),
+)
+
+
+@dataclass
+class Result:
+    """One configuration's session: per turn its seconds and input tokens, per question its answer."""
+
+    configuration: Configuration
+    turn_seconds: list[float] = field(default_factory=list)
+    turn_input_tokens: list[int] = field(default_factory=list)
+    question_input_tokens: int = 0
+    answers: list[tuple[Question, str]] = field(default_factory=list)
+    folds: int = 0
+    searches: int = 0
+    token_parts: Counter = field(default_factory=Counter)  # bundled server only: see ``TOKEN_PARTS``
+
+    @property
+    def correct(self) -> int:
+        return sum(question.answered_by(answer) for question, answer in self.answers)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / len(self.answers) if self.answers else 0.0
+
+    @property
+    def changed_correct(self) -> tuple[int, int]:
+        changed = [(q, a) for q, a in self.answers if q.stale]
+        return sum(q.answered_by(a) for q, a in changed), len(changed)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(self.turn_input_tokens)
+
+
+TOKEN_PARTS = ("system prompt", "history and question", "tool definitions", "search follow-ups", "fold calls")
+
+
+def request_token_parts(record: dict) -> Counter:
+    """Where a request's input tokens went: the bundled server's estimate of its messages, split by what they are,
+    plus ``ceil(chars/4)`` of the tool definitions sent (the server's own estimate counts messages only)."""
+    messages, tools = record["body"]["messages"], record["body"].get("tools")
+    parts = Counter({"tool definitions": math.ceil(len(json.dumps(tools)) / 4) if tools else 0})
+    if record["kind"] == "summary":
+        parts["fold calls"] = record["prompt_tokens"]
+    elif messages and messages[-1].get("role") == "tool":
+        parts["search follow-ups"] = record["prompt_tokens"]
+    else:
+        system = estimate_prompt_tokens([m for m in messages if m.get("role") == "system"])
+        parts.update({"system prompt": system, "history and question": record["prompt_tokens"] - system})
+    return parts
+
+
+def run_configuration(
+    app: LangflowApp, server: RunningServer | None, flow: tuple[str, str], configuration: Configuration, size: Size
+) -> Result:
+    """Replay the script in a new session; with the bundled server, tokens and calls come from its request log."""
+    flow_id, agent_id = flow
+    session_id = f"eval-{uuid.uuid4()}"
+    tweaks = {agent_id: configuration.tweaks()}
+    turns, questions = script(size)
+    result = Result(configuration)
+    app.log.read_events()
+    seen = len(server.requests()) if server else 0
+    for index, text in enumerate([*turns, *(q.text for q in questions)]):
+        started = time.perf_counter()
+        app.run(flow_id, text, session_id, tweaks)
+        result.turn_seconds.append(time.perf_counter() - started)
+        asked = questions[index - len(turns)] if index >= len(turns) else None
+        answer, usage = app.last_answer(session_id) if asked or not server else ("", {})
+        if server:
+            records = server.requests()[seen:]
+            seen += len(records)
+            parts = sum((request_token_parts(r) for r in records if r["status"] == 200), Counter())
+            result.token_parts.update(parts)
+            tokens = parts.total()
+            result.searches += sum(r["tool_query"] is not None for r in records)
+        else:
+            tokens = int(usage.get("input_tokens") or 0)
+        result.turn_input_tokens.append(tokens)
+        if asked:
+            result.question_input_tokens += tokens
+            result.answers.append((asked, answer))
+    result.folds = len(app.log.read_events(FOLD_EVENT))
+    if not server:
+        result.searches = searches_stored(app, session_id)
+    return result
+
+
+def searches_stored(app: LangflowApp, session_id: str) -> int:
+    """Calls of the search tool among the Agent steps Langflow stored with the session's answers."""
+    rows = app.sql("SELECT content_blocks FROM message WHERE session_id = :s AND sender = 'Machine'", s=session_id)
+    blocks = [json.loads(row[0]) if isinstance(row[0], str) else row[0] or [] for row in rows]
+    return sum(
+        1
+        for message in blocks
+        for block in message
+        for content in block.get("contents", [])
+        if content.get("type") == "tool_use" and content.get("name") == SEARCH_TOOL
+    )
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]
+
+
+def table(results: list[Result]) -> str:
+    stock = results[0].input_tokens
+    lines = [
+        "| configuration | recall | changed facts (new value, not the old) | input tokens, session | vs stock | "
+        "input tokens, questions | fold calls | search calls | turn s, median | turn s, p95 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        changed, asked = r.changed_correct
+        lines.append(
+            f"| {r.configuration.label} | {r.correct}/{len(r.answers)} ({r.accuracy:.0%}) | {changed}/{asked} | "
+            f"{r.input_tokens:,} | {r.input_tokens / stock:.2f}x | {r.question_input_tokens:,} | {r.folds} | "
+            f"{r.searches} | {statistics.median(r.turn_seconds):.2f} | {percentile(r.turn_seconds, 0.95):.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def token_table(results: list[Result]) -> str:
+    """Where each configuration's input tokens went (bundled server only)."""
+    lines = [f"| configuration | {' | '.join(TOKEN_PARTS)} | total |", "| --- |" + " ---: |" * (len(TOKEN_PARTS) + 1)]
+    for r in results:
+        cells = " | ".join(f"{r.token_parts[part]:,}" for part in TOKEN_PARTS)
+        lines.append(f"| {r.configuration.label} | {cells} | {r.input_tokens:,} |")
+    return "\n".join(lines)
+
+
+def token_notes(results: list[Result]) -> str:
+    stock, _, search = results
+    searching = search.token_parts["tool definitions"] + search.token_parts["search follow-ups"]
+    return (
+        f"The Agent's system prompt goes unchanged with every chat request in every configuration: "
+        f"{stock.token_parts['system prompt']:,} of the stock Agent's {stock.input_tokens:,} tokens here "
+        f"({stock.token_parts['system prompt'] / stock.input_tokens:.0%}), which no summary can shrink. Searching "
+        f"cost {searching:,} tokens ({searching / stock.input_tokens:.0%} of the stock Agent's total): the tool's "
+        f"definition in every request ({search.token_parts['tool definitions']:,}) and the {search.searches} "
+        f"follow-up requests carrying its results ({search.token_parts['search follow-ups']:,})."
+    )
+
+
+def headline(results: list[Result]) -> str:
+    stock, summary_only, search = results
+    return (
+        f"With search on, the Session Memory Agent (switch on, N=10) answered {search.correct} of "
+        f"{len(search.answers)} recall questions ({search.accuracy:.0%}, changed facts included) against "
+        f"{stock.correct} for the stock Agent at N=100 and {summary_only.correct} with the summary alone, sending "
+        f"{search.input_tokens / stock.input_tokens:.0%} of the stock Agent's input tokens over the session "
+        f"({search.folds} fold and {search.searches} search calls included)."
+    )
+
+
+def targets(results: list[Result]) -> list[str]:
+    stock, _, search = results
+    ratio = search.input_tokens / stock.input_tokens
+    return [
+        f"- Recall with search >= {RECALL_TARGET:.0%}: {search.accuracy:.0%}, "
+        f"{'met' if search.accuracy >= RECALL_TARGET else 'missed'}.",
+        f"- Input tokens with search <= {TOKEN_TARGET:.0%} of the stock Agent at N=100: {ratio:.0%}, "
+        f"{'met' if ratio <= TOKEN_TARGET else 'missed'}.",
+    ]
+
+
+STALE_NOTE = (
+    "An answer naming the replaced value comes from notes that kept it: the bundled server answers from the request "
+    "when a sentence there holds the question's key words, and searches only when none does; its summarizer keeps "
+    "the earliest facts once the notes reach 300 words, so a change folded after that never reaches them (a real "
+    "summarizer is asked to correct what a change makes outdated)."
+)
+
+
+def stale_answers(result: Result) -> int:
+    return sum(1 for q, a in result.answers if q.stale and _names(a, q.stale))
+
+
+def misses(result: Result, limit: int = 10) -> list[str]:
+    """The questions a configuration got wrong, with its answers: the first place to look when a target is missed."""
+    wrong = [(q, a) for q, a in result.answers if not q.answered_by(a)]
+    if not wrong:
+        return []
+    lines = ["| question | expected | answer | names the replaced value |", "| --- | --- | --- | --- |"]
+    for question, answer in wrong[:limit]:
+        shown = " ".join(answer.split()).replace("|", "/")
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        stale = "yes" if question.stale and _names(answer, question.stale) else "no"
+        lines.append(f"| {question.text} | {question.expected} | {shown} | {stale} |")
+    if len(wrong) > limit:
+        lines.append(f"| ... {len(wrong) - limit} more | | | |")
+    return lines
+
+
+def document(results: list[Result], *, size: Size, model: str, seconds: float) -> str:
+    turns, questions = script(size)
+    source = (
+        f"a real model, `{model}`: tokens are the usage Langflow stored on each answer (`message.properties.usage`, "
+        "fold calls and the tool loop included); search calls are the `search_earlier_messages` steps stored with "
+        "the answers"
+        if model
+        else "the bundled deterministic server (`langflow_session_memory/testing/fake_openai.py`), so this run "
+        "measures **what reaches the model**, not how well a model reasons: a recall question is answered with the "
+        "facts of the newest sentence in the request that holds all its key words; when there is none and the "
+        "request offers `search_earlier_messages`, it searches with the key words and answers from the result. "
+        "Tokens are its estimate of every request of a turn (`ceil(chars/4) + 4` per message, plus `ceil(chars/4)` "
+        "of the tool definitions sent), chat, fold and search follow-up requests alike; search calls are its "
+        "tool-call replies"
+    )
+    return "\n".join(
+        [
+            "# Recall eval: 40 facts across 285 turns" if size == FULL else "# Recall eval (reduced size)",
+            "",
+            f"**{headline(results)}**",
+            "",
+            "Produced by `make eval` (`python -m benchmarks.eval`); `make eval QUICK=1` runs a reduced version in a "
+            "few minutes; `make eval MODEL=gpt-4o-mini` (with `OPENAI_API_KEY`, and `OPENAI_BASE_URL` for another "
+            "OpenAI-compatible server) runs it against a real model.",
+            "",
+            "The real Langflow app runs in-process (`TestClient(create_app())`, `/api/v1/run`) on a fresh SQLite "
+            f"database, one session per configuration. Each session: {size.filler_turns} filler turns ({size.logs} "
+            f"of them ~5,000-character pasted logs) with {size.facts} distinct facts planted at evenly spread points "
+            '("The badge code of team 13 is BADGE-1000."), '
+            f'{size.updates} of them changed later ("Change: team 13 has a new badge code, BADGE-5000."): '
+            f"{len(turns)} turns; then {len(questions)} questions, one per fact (a changed fact must get its new "
+            'value and not its old one) and one per change ("What is the new badge code of team 13?"), in a fixed '
+            "shuffled order. An answer is right when it names the expected value (and, for a changed fact, not the "
+            "old one). "
+            f"Model: {source}. Fold calls are `session_summary_fold` lines in Langflow's log. Turn times are "
+            "`/api/v1/run` round trips through the app, folds and searches included.",
+            "",
+            "Configurations: Langflow's stock Agent (its own node, not ours with the switch off) at N=100; the "
+            "Session Memory Agent with Summarize Older Messages on at N=10, with Search Older Messages "
+            "(`search_older_messages`) off and on, set through tweaks.",
+            "",
+            table(results),
+            "",
+            "## Targets",
+            "",
+            *targets(results),
+            "",
+            f"![recall and input tokens per configuration]({FIGURE})",
+            "",
+            *(
+                []
+                if model
+                else ["## Where the input tokens go", "", token_table(results), "", token_notes(results), ""]
+            ),
+            *(["## Wrong answers with search on", "", *misses(results[-1]), ""] if misses(results[-1]) else []),
+            *([STALE_NOTE, ""] if not model and stale_answers(results[-1]) else []),
+            f"The whole run took {seconds:.0f} s.",
+            "",
+        ]
+    )
+
+
+def plot(results: list[Result], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, (left, right) = pyplot.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1, 2]})
+    labels = [r.configuration.label.replace(", ", "\n", 1) for r in results]
+    colors = ["tab:gray", "tab:orange", "tab:blue"]
+    left.bar(labels, [100 * r.accuracy for r in results], color=colors)
+    left.axhline(100 * RECALL_TARGET, color="red", linewidth=0.8, linestyle=":", label="target with search")
+    for index, r in enumerate(results):
+        left.annotate(f"{r.correct}/{len(r.answers)}", (index, 100 * r.accuracy), ha="center", va="bottom")
+    left.set_ylabel("questions answered right (%)")
+    left.set_ylim(0, 110)
+    left.legend(fontsize=8, loc="upper left")
+    left.tick_params(axis="x", labelsize=8)
+    for r, color in zip(results, colors, strict=True):
+        cumulative, total = [], 0
+        for tokens in r.turn_input_tokens:
+            total += tokens
+            cumulative.append(total)
+        right.plot(range(1, len(cumulative) + 1), cumulative, color=color, label=r.configuration.label)
+    right.axvline(len(results[0].turn_input_tokens) - len(results[0].answers) + 0.5, color="black", linewidth=0.5)
+    right.set_xlabel("turn (questions after the vertical line)")
+    right.set_ylabel("input tokens, cumulative (folds and searches included)")
+    right.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    pyplot.close(figure)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="a real model (OPENAI_API_KEY, OPENAI_BASE_URL); default: the bundled server")
+    parser.add_argument("--quick", action="store_true", help=f"the reduced size: {QUICK}")
+    parser.add_argument("--facts", type=int, help=f"facts planted (at most {MAX_FACTS})")
+    parser.add_argument("--updates", type=int, help="facts changed later")
+    parser.add_argument("--filler-turns", type=int, help="filler turns the facts are spread over")
+    parser.add_argument("--logs", type=int, help="filler turns that paste a ~5,000-character log")
+    parser.add_argument("--docs", type=Path, default=DOCS, help=f"where {REPORT} and {FIGURE} go")
+    arguments = parser.parse_args(argv)
+    base = QUICK if arguments.quick else FULL
+    size = Size(
+        **{
+            name: getattr(arguments, name) if getattr(arguments, name) is not None else getattr(base, name)
+            for name in ("facts", "updates", "filler_turns", "logs")
+        }
+    )
+    if not (1 <= size.updates**2 <= size.facts <= min(MAX_FACTS, size.filler_turns) and size.logs < size.filler_turns):
+        parser.error(f"need 1 <= updates^2 <= facts <= {MAX_FACTS}, facts <= filler turns and logs < filler turns")
+    if arguments.model and not os.environ.get("OPENAI_API_KEY"):
+        parser.error("--model (make eval MODEL=...) talks to a real model and needs OPENAI_API_KEY")
+    started = time.perf_counter()
+    with ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lsm-eval-", ignore_cleanup_errors=True)))
+        server = None if arguments.model else stack.enter_context(run_in_thread(FakeModelConfig()))
+        app = stack.enter_context(
+            langflow_app(f"sqlite:///{folder / 'langflow.db'}", model_base_url=server.base_url if server else None)
+        )
+        model = arguments.model or "gpt-4o-mini"
+        flows = {memory: app.create_flow(model, session_memory=memory) for memory in (False, True)}
+        results = []
+        for configuration in CONFIGURATIONS:
+            print(f"running {configuration.label} ...", flush=True)  # noqa: T201
+            results.append(run_configuration(app, server, flows[configuration.session_memory], configuration, size))
+    seconds = time.perf_counter() - started
+    print(table(results))  # noqa: T201
+    arguments.docs.mkdir(parents=True, exist_ok=True)
+    plot(results, arguments.docs / FIGURE)
+    target = arguments.docs / REPORT
+    target.write_text(document(results, size=size, model=arguments.model or "", seconds=seconds), encoding="utf-8")
+    print(f"\n{headline(results)}\nwrote {target} in {seconds:.0f} s")  # noqa: T201
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The Agent's ``search_earlier_messages`` tool: the session's messages older than its raw window.
+
+Offered only where the history has memory (the switch on, "Search Older Messages" on, and
+the same guard as the history), so its scope is the history's key. A turn that does not
+call it costs nothing but the tool's description in the request; a call runs two bounded
+statements. Its answer goes to the model only: Langflow shows the call among the Agent's
+steps, and no chat message is stored for it. A failed search answers "unavailable" and
+is logged without any text; the turn goes on.
+"""
+
+import time
+
+from langchain_core.tools import StructuredTool
+from lfx.log.logger import logger
+from pydantic import BaseModel, Field
+
+from langflow_session_memory.services.session_memory import messages
+from langflow_session_memory.services.session_memory.agent_history import (
+    _memory_turn,
+    _with_memory,
+    bool_input,
+    memory_switched_on,
+)
+from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.search import Match, answer, keywords, rank
+
+TOOL_NAME = "search_earlier_messages"
+TOOL_DESCRIPTION = (
+    "Search the earlier part of this conversation: the messages older than the recent ones you can see, which "
+    "the notes on the earlier conversation may have shortened or left out. Use it when the user refers to "
+    "something said before (a name, number, code, date, decision or detail) that you do not find in the "
+    "messages or notes you have, instead of guessing or saying you do not know. Do not use it for anything "
+    "already in front of you. Pass a few distinctive words of what you look for (for example: 'invoice "
+    "number supplier'), not a whole question. Returns up to 5 matching messages with who said them and when, "
+    "best match first."
+)
+SEARCH_UNAVAILABLE = "The search of earlier messages is unavailable right now; answer with what you have."
+SEARCH_FAILED_EVENT = "session_memory_search_failed"
+CANDIDATE_LIMIT = 200
+READ_CHARACTERS = 20_000
+
+
+class SearchQuery(BaseModel):
+    query: str = Field(description="A few distinctive words of what was said earlier, e.g. a name, code or number.")
+
+
+def search_switched_on(component) -> bool:
+    """The "Search Older Messages" input; on when never set."""
+    return bool_input(component, "search_older_messages", default=True)
+
+
+async def with_recall_tool(component, tools):
+    """The Agent's tools plus ``search_earlier_messages`` where it applies; ``tools`` untouched otherwise.
+
+    A tool of the same name already connected wins (providers reject duplicate names), as
+    for Langflow's own date and calculator tools.
+    """
+    if not (memory_switched_on(component) and search_switched_on(component)):
+        return tools
+    if any(getattr(tool, "name", None) == TOOL_NAME for tool in tools or []):
+        return tools
+    try:
+        applies = _memory_turn(component) is not None
+    except Exception as error:  # noqa: BLE001 - the tool is an extra: without it the turn goes on; logged
+        await logger.aerror(f"{SEARCH_FAILED_EVENT} reason={describe(error)}")
+        return tools
+    if not applies:
+        return tools
+    tool = recall_tool(component)
+    component.set_tools_callbacks([tool], component._get_shared_callbacks())
+    return [*(tools or []), tool]
+
+
+def recall_tool(component) -> StructuredTool:
+    """The tool, bound to the running component: its key is read when the model calls it."""
+
+    async def search_earlier_messages(query: str) -> str:
+        words = keywords(query)
+        if not words:
+            return answer([], words)
+        found = await _with_memory(
+            component,
+            lambda service, turn: find_earlier(service.sessions, turn, words),
+            failure_event=SEARCH_FAILED_EVENT,
+        )
+        return SEARCH_UNAVAILABLE if found is None else answer(found[1], words)
+
+    return StructuredTool.from_function(
+        coroutine=search_earlier_messages,
+        name=TOOL_NAME,
+        description=TOOL_DESCRIPTION,
+        args_schema=SearchQuery,
+    )
+
+
+async def find_earlier(sessions, turn, words) -> list[Match]:
+    """The best matches for ``words`` among the messages of ``turn.key`` older than its raw window."""
+    started = time.perf_counter()
+    async with sessions() as session:
+        boundary = await messages.window_start(
+            session, turn.key, turn.n_messages, input_message_id=turn.input_message_id
+        )
+        candidates = (
+            []
+            if boundary is None
+            else await messages.older_than_window_matching(
+                session, turn.key, before=boundary, words=words, limit=CANDIDATE_LIMIT, read_characters=READ_CHARACTERS
+            )
+        )
+    matches = rank(candidates, words)
+    await logger.ainfo(
+        f"session_memory_search keywords={len(words)} candidates={len(candidates)} matches={len(matches)} "
+        f"latency_ms={round((time.perf_counter() - started) * 1000)}"
+    )
+    return matches

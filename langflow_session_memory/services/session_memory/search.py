@@ -1,0 +1,117 @@
+"""Searching a session's older messages: the pure part (keywords, ranking, excerpts, the tool's answer).
+
+No I/O here: the SQL that finds candidates is ``messages.older_than_window_matching``, the
+tool that runs it is ``recall_tool``. The database narrows a session to the newest few
+hundred messages that contain any keyword; what the model sees is decided here.
+"""
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+MAX_RESULTS = 5
+MAX_KEYWORDS = 8
+EXCERPT_CHARACTERS = 300
+ELLIPSIS = "…"
+# Words a recall question is made of that would match almost every message.
+_STOP_WORDS_TEXT = """a about after again all also am an and any are as at be been before but by can could did do does
+earlier for from had has have he her him his how i if in into is it its just me mentioned my no not of on or our
+said say she so some than that the their them then there these they this to told up us was we were what when where
+which who whom why will with would you your"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+_WORD = re.compile(r"\w+(?:[-.'/:]\w+)*")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A stored message the database found: position, sender, and (the start of) its text."""
+
+    message_id: object
+    timestamp: datetime
+    sender: str
+    sender_name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Match:
+    """A message the model is shown: who said it, when, and an excerpt around the first keyword."""
+
+    sender: str
+    sender_name: str
+    timestamp: datetime
+    excerpt: str
+    keywords_found: int
+
+
+def keywords(query: str) -> tuple[str, ...]:
+    """The query's distinctive words, lower-case, in order, without repeats or stop words.
+
+    IDs keep their inner punctuation (``PRJ-123``, ``v2.1``) so they match as written.
+    """
+    found: list[str] = []
+    for word in _WORD.findall(query.lower()):
+        if word not in STOP_WORDS and (len(word) > 1 or word.isdigit()) and word not in found:
+            found.append(word)
+    return tuple(found[:MAX_KEYWORDS])
+
+
+def rank(candidates: Sequence[Candidate], words: Sequence[str]) -> list[Match]:
+    """The best :data:`MAX_RESULTS` candidates: most distinct keywords first, newest first among equals.
+
+    ``candidates`` come newest first; the database found each one by at least one keyword,
+    so one found past the part of its text that was read still counts one.
+    """
+    scored = [
+        (max(sum(word in candidate.text.lower() for word in words), 1), -position, candidate)
+        for position, candidate in enumerate(candidates)
+    ]
+    scored.sort(key=lambda entry: entry[:2], reverse=True)
+    return [
+        Match(
+            sender=candidate.sender,
+            sender_name=candidate.sender_name,
+            timestamp=candidate.timestamp,
+            excerpt=excerpt(candidate.text, words),
+            keywords_found=found,
+        )
+        for found, _position, candidate in scored[:MAX_RESULTS]
+    ]
+
+
+def excerpt(text: str, words: Sequence[str], limit: int = EXCERPT_CHARACTERS) -> str:
+    """At most ``limit`` characters of ``text``, around its first keyword, marked where clipped."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    lowered = flat.lower()
+    first_hit = min((index for index in (lowered.find(word) for word in words) if index >= 0), default=0)
+    start = max(0, min(first_hit - limit // 3, len(flat) - limit))
+    end = start + limit
+    # Each ellipsis takes one of the ``limit`` characters.
+    if start > 0:
+        start += 1
+    if end < len(flat):
+        end -= 1
+    return f"{ELLIPSIS if start else ''}{flat[start:end]}{ELLIPSIS if end < len(flat) else ''}"
+
+
+def answer(matches: Sequence[Match], words: Sequence[str]) -> str:
+    """What the tool returns to the model: one line per match, or why there is none."""
+    if not words:
+        return "No search was run: give a few distinctive words from what was said (names, numbers, codes)."
+    if not matches:
+        return f"No earlier messages of this conversation contain any of: {', '.join(words)}."
+    lines = [f"{len(matches)} earlier message(s) of this conversation, best match first:"]
+    lines += [
+        f"- [{_iso(match.timestamp)}] {match.sender_name or match.sender} ({match.sender}): {match.excerpt}"
+        for match in matches
+    ]
+    return "\n".join(lines)
+
+
+def _iso(timestamp: datetime) -> str:
+    """ISO time in UTC to the second; SQLite returns Langflow's UTC timestamps without a zone."""
+    aware = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).isoformat(timespec="seconds")

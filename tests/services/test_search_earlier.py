@@ -1,0 +1,213 @@
+"""``search_earlier_messages`` on SQLite and PostgreSQL, with real rows in Langflow's message table."""
+
+import uuid
+from dataclasses import replace
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from langflow_session_memory.services.session_memory import agent_history
+from langflow_session_memory.services.session_memory import recall_tool as recall_tool_module
+from langflow_session_memory.services.session_memory.recall_tool import (
+    SEARCH_UNAVAILABLE,
+    TOOL_NAME,
+    find_earlier,
+    recall_tool,
+    with_recall_tool,
+)
+from langflow_session_memory.services.session_memory.search import EXCERPT_CHARACTERS, MAX_RESULTS, keywords
+from langflow_session_memory.services.session_memory.service import Turn
+from tests.chat import START, chat_rows, store_rows
+
+WINDOW = 10
+SESSION_LENGTH = 40  # rows 0-29 lie before the window (rows 30-39, the last one the input)
+FACT = "The vault code is ZEBRA-42, keep it safe."
+
+
+def said(rows, index: int, text: str):
+    """Row ``index`` of ``rows`` saying ``text`` instead of its filler."""
+    rows[index].text = text
+    return rows
+
+
+async def seed(sessions, key, texts: dict[int, str] | None = None, count: int = SESSION_LENGTH) -> Turn:
+    rows = chat_rows(key, count)
+    for index, text in (texts or {}).items():
+        said(rows, index, text)
+    await store_rows(sessions, rows)
+    return Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)
+
+
+async def search(sessions, turn, query: str):
+    return await find_earlier(sessions, turn, keywords(query))
+
+
+async def test_a_fact_older_than_the_window_is_found_with_sender_and_time(sessions, key):
+    turn = await seed(sessions, key, {3: FACT})
+
+    [match] = await search(sessions, turn, "what was the vault code?")
+
+    assert "ZEBRA-42" in match.excerpt
+    assert (match.sender, match.sender_name) == ("Machine", "AI")
+    assert match.timestamp.replace(tzinfo=START.tzinfo) == START + timedelta(seconds=3)
+
+
+async def test_the_window_is_not_searched_and_its_oldest_message_is_its_edge(sessions, key):
+    edge = SESSION_LENGTH - WINDOW
+    turn = await seed(sessions, key, {edge: "kiwi inside the window", edge - 1: "kiwi just before the window"})
+
+    matches = await search(sessions, turn, "kiwi")
+
+    assert [match.excerpt for match in matches] == ["kiwi just before the window"]
+
+
+async def test_an_answer_stored_while_the_turn_runs_does_not_move_the_window(sessions, key):
+    edge = SESSION_LENGTH - WINDOW
+    turn = await seed(sessions, key, {edge: "kiwi inside the window"})
+    await store_rows(sessions, chat_rows(key, 1, first=SESSION_LENGTH))  # the Agent's partial answer, after the input
+
+    assert await search(sessions, turn, "kiwi") == []
+
+
+async def test_a_session_no_longer_than_the_window_has_nothing_older(sessions, key):
+    turn = await seed(sessions, key, {0: FACT}, count=WINDOW)
+    assert await search(sessions, turn, "vault") == []
+
+
+async def test_another_sessions_flows_users_or_contexts_message_is_never_returned(sessions, key):
+    keyed = replace(key, context_id="ctx-a")
+    planted = {
+        "session": replace(keyed, session_id="another session"),
+        "flow": replace(keyed, flow_id=uuid.uuid4()),
+        "owner": replace(keyed, owner_id=uuid.uuid4()),
+        "context": replace(keyed, context_id="ctx-b"),
+    }
+    for name, other in planted.items():
+        await store_rows(sessions, [said(chat_rows(other, 1), 0, f"kiwi planted in another {name}")[0]])
+    error_row = said(chat_rows(keyed, 1, first=-1), 0, "kiwi in an error message")[0]
+    error_row.error = True
+    await store_rows(sessions, [error_row])
+    turn = await seed(sessions, keyed, {5: "kiwi in this session"})
+
+    matches = await search(sessions, turn, "kiwi")
+
+    assert [match.excerpt for match in matches] == ["kiwi in this session"]
+
+
+async def test_without_a_context_every_context_of_the_session_is_searched_as_in_the_history(sessions, key):
+    await store_rows(sessions, [said(chat_rows(replace(key, context_id="ctx-b"), 1, first=-1), 0, "kiwi in ctx-b")[0]])
+    turn = await seed(sessions, key)
+
+    assert [match.excerpt for match in await search(sessions, turn, "kiwi")] == ["kiwi in ctx-b"]
+
+
+async def test_at_most_five_best_first_and_newest_first_among_equals(sessions, key):
+    turn = await seed(sessions, key, {**{i: f"kiwi number {i}" for i in range(10, 20)}, 2: "kiwi and mango, old"})
+
+    matches = await search(sessions, turn, "kiwi mango")
+
+    assert len(matches) == MAX_RESULTS
+    assert [match.excerpt for match in matches] == ["kiwi and mango, old"] + [
+        f"kiwi number {i}" for i in (19, 18, 17, 16)
+    ]
+
+
+async def test_a_long_message_is_clipped_around_the_keyword(sessions, key):
+    long_text = "filler " * 700 + "the vault code is ZEBRA-42 " + "filler " * 700
+    turn = await seed(sessions, key, {4: long_text})
+
+    [match] = await search(sessions, turn, "ZEBRA-42")
+
+    assert len(match.excerpt) <= EXCERPT_CHARACTERS
+    assert "ZEBRA-42" in match.excerpt
+
+
+async def test_wildcards_in_the_query_match_only_themselves(sessions, key):
+    turn = await seed(sessions, key, {3: "see file_name, src/app, v2.1", 4: "see fileXname, srcXapp, v2x1"})
+
+    for query in ("file_name", "src/app", "v2.1"):
+        assert [m.excerpt for m in await search(sessions, turn, query)] == ["see file_name, src/app, v2.1"]
+
+
+async def test_case_does_not_matter(sessions, key):
+    turn = await seed(sessions, key, {3: FACT})
+    assert len(await search(sessions, turn, "zebra-42 VAULT")) == 1
+
+
+@pytest.fixture
+def memory_turn_of(monkeypatch):
+    """The Langflow side of the tool: the turn the history guard gives, and the service's sessions."""
+
+    def use(turn: Turn, sessions):
+        monkeypatch.setattr(agent_history, "_memory_turn", lambda _component: turn)
+        monkeypatch.setattr(agent_history, "get_session_memory_service", lambda: SimpleNamespace(sessions=sessions))
+
+    return use
+
+
+async def test_the_tool_answers_the_model_with_the_matches(sessions, key, memory_turn_of):
+    turn = await seed(sessions, key, {3: FACT})
+    memory_turn_of(turn, sessions)
+    tool = recall_tool(SimpleNamespace())
+
+    text = await tool.ainvoke({"query": "vault code"})
+
+    assert tool.name == TOOL_NAME
+    assert "ZEBRA-42" in text
+    assert f"[{(START + timedelta(seconds=3)).isoformat()}] AI (Machine):" in text
+
+
+async def test_a_failing_search_answers_unavailable_and_logs_no_text(key, memory_turn_of, captured_logs):
+    def broken_database():
+        raise ConnectionRefusedError("database at db.internal refused ZEBRA-42")
+
+    memory_turn_of(Turn(key=key, n_messages=WINDOW, input_message_id=None), broken_database)
+
+    text = await recall_tool(SimpleNamespace()).ainvoke({"query": "vault ZEBRA-42"})
+
+    assert text == SEARCH_UNAVAILABLE
+    [failure] = [log for log in captured_logs if log["event"].startswith("session_memory_search_failed")]
+    assert failure["event"] == "session_memory_search_failed reason=ConnectionRefusedError"
+    assert not [log for log in captured_logs if "ZEBRA" in str(log)]
+
+
+class Agent(SimpleNamespace):
+    """The parts of a running Agent the tool's guard reads."""
+
+    def set_tools_callbacks(self, tools, callbacks):
+        self.callbacks_set_on = [tool.name for tool in tools]
+
+    def _get_shared_callbacks(self):
+        return []
+
+
+@pytest.fixture
+def memory_applies(monkeypatch, key):
+    monkeypatch.setattr(recall_tool_module, "_memory_turn", lambda _c: Turn(key, WINDOW, None))
+
+
+@pytest.mark.parametrize(
+    ("inputs", "offered"),
+    [
+        ({"summarize_older_messages": True}, True),
+        ({"summarize_older_messages": True, "search_older_messages": "true"}, True),
+        ({"summarize_older_messages": True, "search_older_messages": False}, False),
+        ({"summarize_older_messages": False, "search_older_messages": True}, False),
+        ({}, False),
+    ],
+)
+async def test_the_tool_is_offered_only_with_both_switches_on(memory_applies, inputs, offered):
+    stock = [SimpleNamespace(name="lookup")]
+    tools = await with_recall_tool(Agent(**inputs), stock)
+    assert [tool.name for tool in tools] == (["lookup", TOOL_NAME] if offered else ["lookup"])
+
+
+async def test_the_tool_is_not_offered_where_memory_does_not_apply(monkeypatch):
+    monkeypatch.setattr(recall_tool_module, "_memory_turn", lambda _c: None)
+    assert await with_recall_tool(Agent(summarize_older_messages=True), None) is None
+
+
+async def test_a_connected_tool_of_the_same_name_wins(memory_applies):
+    connected = [SimpleNamespace(name=TOOL_NAME)]
+    assert await with_recall_tool(Agent(summarize_older_messages=True), connected) is connected
