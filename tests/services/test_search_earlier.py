@@ -9,6 +9,7 @@ import pytest
 
 from langflow_session_memory.services.session_memory import agent_history
 from langflow_session_memory.services.session_memory import recall_tool as recall_tool_module
+from langflow_session_memory.services.session_memory.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.recall_tool import (
     SEARCH_UNAVAILABLE,
     TOOL_NAME,
@@ -140,8 +141,9 @@ def memory_turn_of(monkeypatch):
     """The Langflow side of the tool: the turn the history guard gives, and the service's sessions."""
 
     def use(turn: Turn, sessions):
-        monkeypatch.setattr(agent_history, "_memory_turn", lambda _component: turn)
-        monkeypatch.setattr(agent_history, "get_session_memory_service", lambda: SimpleNamespace(sessions=sessions))
+        monkeypatch.setattr(agent_history, "_memory_turn", lambda _component, **_options: turn)
+        service = SimpleNamespace(sessions=sessions, background=BackgroundFolds())
+        monkeypatch.setattr(agent_history, "get_session_memory_service", lambda: service)
 
     return use
 

@@ -150,7 +150,7 @@ def _fixed_tokens(component) -> int:
     )
 
 
-def _memory_turn(component, *, folds_after_turn: bool):
+def _memory_turn(component, *, folds_after_turn: bool = False):
     """The turn's key and input, or None wherever memory must not apply (the stock history is then used).
 
     The one guard for every path: N = 0, no Langflow database (standalone lfx), a run
