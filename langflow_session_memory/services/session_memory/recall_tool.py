@@ -25,14 +25,11 @@ from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.search import Match, answer, keywords, rank
 
 TOOL_NAME = "search_earlier_messages"
+# Sent with every request of a turn that offers the tool: short, it says when to search and how.
 TOOL_DESCRIPTION = (
-    "Search the earlier part of this conversation: the messages older than the recent ones you can see, which "
-    "the notes on the earlier conversation may have shortened or left out. Use it when the user refers to "
-    "something said before (a name, number, code, date, decision or detail) that you do not find in the "
-    "messages or notes you have, instead of guessing or saying you do not know. Do not use it for anything "
-    "already in front of you. Pass a few distinctive words of what you look for (for example: 'invoice "
-    "number supplier'), not a whole question. Returns up to 5 matching messages with who said them and when, "
-    "best match first."
+    "Search this conversation's earlier messages, older than those you see (the notes may lack details). Use it "
+    "when the user refers to something said before that is not in front of you. Pass a few distinctive words "
+    "(e.g. 'invoice number supplier'). Returns up to 5 matching messages with sender and time."
 )
 SEARCH_UNAVAILABLE = "The search of earlier messages is unavailable right now; answer with what you have."
 SEARCH_FAILED_EVENT = "session_memory_search_failed"
@@ -41,7 +38,7 @@ READ_CHARACTERS = 20_000
 
 
 class SearchQuery(BaseModel):
-    query: str = Field(description="A few distinctive words of what was said earlier, e.g. a name, code or number.")
+    query: str = Field(description="Distinctive words: a name, code or number.")
 
 
 def search_switched_on(component) -> bool:
