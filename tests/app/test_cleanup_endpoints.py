@@ -31,8 +31,8 @@ def parsed(value):
 def without_memory_step(blocks: list) -> list:
     """Content blocks as the stock Agent stores them: the "Session memory" step (tested on its own) taken out.
 
-    With the step gone, an "Agent Steps" group left holding only the answer's "Output" is
-    what Langflow stores as no blocks at all for an answer without tool steps.
+    With the step gone, an "Agent Steps" group left holding only the answer's text is what
+    Langflow stores as no blocks at all for an answer without tool steps.
     """
     kept = []
     for block in blocks or []:
@@ -40,7 +40,7 @@ def without_memory_step(blocks: list) -> list:
             continue
         if block.get("type") == "group":
             contents = without_memory_step(block.get("contents"))
-            if all((leaf.get("header") or {}).get("title") == "Output" for leaf in contents):
+            if all(leaf.get("type") == "text" for leaf in contents):
                 continue
             block = {**block, "contents": contents}
         kept.append(block)
