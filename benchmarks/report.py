@@ -264,7 +264,8 @@ def concurrency_section(results: BenchResults) -> list[str]:
         "model latency 50 ms: turns on one session overlap and workers race to fold the same batch. The stock "
         "Agent does the same work in its own flow; phases ran in the order stock, switch on, switch on, stock "
         "(each half of the rounds), so drift during the run hits both. A worker claims a session's fold in its "
-        "row before calling the model; a turn that finds the fold claimed waits for it instead "
+        "row before calling the model; routine folds run after the answer, and a turn that finds a fold "
+        "claimed sends the unfolded messages raw; only a fold inside a turn waits for another worker's "
         "(`session_summary_fold_elsewhere`). Lost races are `session_summary_lost_race` lines in Langflow's log "
         "(a fold call whose compare-and-swap lost, possible only once a claim ran out); problem events are "
         "`session_memory_fallback`, `session_summary_fold_failed` and `session_summary_paused`.",
