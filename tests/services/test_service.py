@@ -223,6 +223,21 @@ async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
     assert (again.folded, again.input_tokens, again.output_tokens) == (20, 100, 10)  # the retry reports the fold
 
 
+async def test_a_retry_after_waiting_for_another_workers_fold_does_not_fold(service, sessions, key, clock):
+    _, turn = await seed(sessions, key, 20 + WINDOW)
+    service.fold_timeout = 0.2
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        assert await store.claim_fold(session, seen, clock.now + timedelta(seconds=1), clock.now, service.longest_claim)
+    model = ScriptedChatModel()
+    await service.build_history(turn, model)  # waits one fold timeout; the other worker's claim still holds
+
+    clock.now += timedelta(seconds=2)  # that claim has run out when the Agent retries the same turn
+    await service.build_history(turn, model)
+
+    assert model.calls == []
+
+
 async def test_zero_messages_touches_no_table(clock, key):
     def no_database():
         raise AssertionError("N=0 must not open a database session")

@@ -186,7 +186,8 @@ class SessionMemoryService:
         reading = await self._read(turn)
         cost = earlier_fold if earlier_fold is not None else await self._take_unreported_usage(reading.state)
         plan = self._plan(turn, reading, mode, may_fold=earlier_fold is None)
-        if plan.batches:
+        attempted = bool(plan.batches)
+        if attempted:
             folded = await self._fold(turn, reading, plan.batches, mode, llm)
             cost = _FoldCost(
                 folded=folded.folded,
@@ -195,7 +196,7 @@ class SessionMemoryService:
             )
             reading = await self._read(turn)
             plan = self._plan(turn, reading, mode, may_fold=False)
-        if cost or plan.batches:
+        if cost or attempted:  # a retry of this turn neither folds again nor reports these tokens twice
             self._remember_fold(turn, cost)
         history = [
             *summary_messages(reading.state.summary, plan.raw),
