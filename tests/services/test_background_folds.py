@@ -4,14 +4,12 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import delete
 
 from langflow_session_memory.services.session_memory import store
 from langflow_session_memory.services.session_memory.background import BackgroundFolds
-from langflow_session_memory.services.session_memory.model import SessionMemoryState
 from langflow_session_memory.services.session_memory.service import Turn
 from tests.chat import ScriptedChatModel
-from tests.services.test_service import WINDOW, row, seed, texts
+from tests.services.test_service import WINDOW, delete_state_rows, row, seed, texts
 
 
 def after_turn(turn: Turn) -> Turn:
@@ -121,8 +119,7 @@ async def test_a_session_deleted_during_a_failing_background_fold_leaves_no_row(
 
     class DeletingThenFailingModel(ScriptedChatModel):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
-            async with sessions.begin() as session:  # what the cleanup listener does when the session goes
-                await session.execute(delete(SessionMemoryState).where(SessionMemoryState.session_id == key.session_id))
+            await delete_state_rows(sessions, key)
             raise TimeoutError
 
     await service.fold_after_turn(after_turn(turn), DeletingThenFailingModel())

@@ -32,6 +32,12 @@ async def row(sessions, key) -> SessionState | None:
         return await store.load(session, key)
 
 
+async def delete_state_rows(sessions, key) -> None:
+    """What the cleanup listener does when the session goes, done while a fold's model call runs."""
+    async with sessions.begin() as session:
+        await session.execute(delete(SessionMemoryState).where(SessionMemoryState.session_id == key.session_id))
+
+
 def texts(history) -> list[str]:
     return [message.text for message in history.messages]
 
@@ -188,8 +194,7 @@ async def test_a_session_deleted_while_the_model_folds_stays_deleted(service, se
 
     class DeletingModel(ScriptedChatModel):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
-            async with sessions.begin() as session:  # what the cleanup listener does when the session goes
-                await session.execute(delete(SessionMemoryState).where(SessionMemoryState.session_id == key.session_id))
+            await delete_state_rows(sessions, key)
             return self._generate(messages)
 
     history = await service.build_history(turn, DeletingModel())
