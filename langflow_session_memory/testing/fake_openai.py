@@ -5,9 +5,9 @@ session-memory behaviour (what survives summarization, what a client does on err
 
 Answering rules:
 
-* Summarization request: the system message (or the first message) contains ``SUMMARY_MARKER``. System messages
-  carrying the marker are instructions and are not summarized; elsewhere only the lines carrying it are skipped.
-  The answer is extractive::
+* Summarization (fold) request: a system message, or the last user message, asks for *updated notes* with the
+  sections "Key facts" and "Conversation so far" (``FOLD_INSTRUCTION``): what a real model reads, no marker. That
+  message is the instruction and is not summarized. The answer is extractive::
 
       Key facts:
       - <every distinct sentence holding a fact token, earliest first>
@@ -15,7 +15,10 @@ Answering rules:
       - <first 12 words of each user line, previous summary's lines included>
 
   It is at most 300 words and at most as many words as the summarized text (the two headers always appear);
-  facts are kept first, then the newest conversation lines that still fit.
+  facts are kept first, then the newest conversation lines that still fit. ``verbose_notes`` writes each user line
+  whole as "The user wrote: ..." without the source-length cap, as instruct models do with short messages;
+  ``heading_style`` writes the headings as ``## Key facts`` (markdown) or ``**Key facts:**`` (bold); ``echo_output``
+  answers with the instruction itself, as a weak model parrots its prompt.
 * Chat request: the last user message is the question. If it does not ask about the past ("which", "what",
   "remember", "were we" or a trailing "?"), the answer is ``OK: `` plus the first 8 words of the question.
   A recall question is answered, first rule that applies:
@@ -39,7 +42,19 @@ Answering rules:
 Fact tokens are IDs like ``PRJ-123`` (``[A-Z][A-Z0-9]*-\\d+``) or upper-case words like ``EU`` (``[A-Z]{2,}``).
 
 Token estimate (in ``usage`` and for ``context_limit_tokens``): prompt_tokens = sum over messages of
-(ceil(len(content) / 4) + 4); completion_tokens = ceil(len(answer) / 4).
+(ceil(len(content) / 4) + 4); completion_tokens = ceil(len(answer) / 4). The ``llama-cpp-python`` profile counts as a
+real tokenizer does instead (every digit, word and punctuation mark, ``count_pieces``), which on numbers and logs is
+well above the session memory's own estimate.
+
+Every answer honours the request's output cap as OpenAI does (``max_completion_tokens``, or ``max_tokens``): a longer
+answer is cut at ``cap * 4`` characters with ``finish_reason: length``.
+
+``profile`` makes the server behave like another server people run (``PROFILES``): ``openai`` (the default) or
+``llama-cpp-python`` (llama-cpp-python 0.3's ``python -m llama_cpp.server``, read from its source and measured):
+it ignores ``max_completion_tokens`` (LangChain's name for the cap: it writes until the context is full) and
+``stream_options`` (no usage in streams),
+serves one request at a time, ends a streamed answer early (``[DONE]``, no finish reason) when another request
+waits, and answers an overflowing request with its own 400 text, or, streamed, with an empty 200 stream.
 
 Knobs live in ``FakeModelConfig``; they can be changed on a running server with ``POST /_control`` (JSON body of
 fields) and read with ``GET /_control``. ``fail_only_summaries`` limits the faults (``fail_status``, ``timeout_s``,
@@ -63,7 +78,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,9 +87,6 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from langflow_session_memory.services.session_memory.summarizer import SUMMARY_REQUEST_MARKER
-
-SUMMARY_MARKER = SUMMARY_REQUEST_MARKER
 MODELS = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "gpt-5.4-mini", "gpt-5.4", "o3-mini")
 SUMMARY_WORD_LIMIT = 300
 
@@ -82,6 +94,8 @@ FACT_TOKEN = re.compile(r"\b[A-Z][A-Z0-9]*-\d+\b|\b[A-Z]{2,}\b")
 # The fake's own "OK: ..." acknowledgements would otherwise come back as a fact on the next turn.
 NOT_FACTS = frozenset({"OK"})
 SPEAKER = re.compile(r"^(?:user|human|assistant|ai|machine|system)\s*:\s*", re.IGNORECASE)
+# What a fold request asks for, as any model reads it: updated notes with the two sections.
+FOLD_INSTRUCTION = re.compile(r"\bupdated notes\b.*\bKey facts\b.*\bConversation so far\b", re.IGNORECASE | re.DOTALL)
 # The summarizer's own framing around the notes and the transcript; not conversation.
 FRAMING = {"Current notes:", "Next messages:", "(none yet)", "Key facts:", "Conversation so far:"}
 USER_SPEAKER = re.compile(r"^(?:user|human)\s*:\s*", re.IGNORECASE)
@@ -124,6 +138,68 @@ class FakeModelConfig:
     strict_alternation: bool = False
     request_log: str | None = None
     reject_temperature_for_reasoning_models: bool = True
+    profile: str = "openai"
+    echo_output: bool = False
+    verbose_notes: bool = False
+    heading_style: str = "plain"
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """How a kind of server differs where clients notice: the output cap, usage, overflow, concurrency."""
+
+    name: str
+    cap_fields: tuple[str, ...]
+    usage_in_streams: bool
+    empty_stream_on_overflow: bool
+    one_request_at_a_time: bool
+    counts_pieces: bool = False
+
+    def prompt_tokens(self, messages: list[dict]) -> int:
+        if not self.counts_pieces:
+            return estimate_prompt_tokens(messages)
+        return sum(count_pieces(content_text(m.get("content"))) + PIECE_FRAMING_TOKENS for m in messages)
+
+    def completion_tokens(self, answer: str) -> int:
+        return count_pieces(answer) if self.counts_pieces else estimate_completion_tokens(answer)
+
+    def overflow_message(self, limit: int, prompt_tokens: int, cap: int | None) -> str:
+        if self.name == "llama-cpp-python":
+            # llama_cpp/server/errors.py, ErrorResponseFormatters.context_length_exceeded
+            return (
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt_tokens + (cap or 0)} tokens ({prompt_tokens} in the messages, {cap} in the completion). "
+                "Please reduce the length of the messages or completion."
+            )
+        return (
+            f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+            f"{prompt_tokens} tokens. Please reduce the length of the messages."
+        )
+
+    def overflows(self, limit: int | None, prompt_tokens: int) -> bool:
+        # llama.cpp refuses a prompt that fills the window (len(prompt_tokens) >= n_ctx); OpenAI one beyond it.
+        if limit is None:
+            return False
+        return prompt_tokens >= limit if self.name == "llama-cpp-python" else prompt_tokens > limit
+
+
+PROFILES = {
+    "openai": ServerProfile(
+        "openai",
+        cap_fields=("max_completion_tokens", "max_tokens"),
+        usage_in_streams=True,
+        empty_stream_on_overflow=False,
+        one_request_at_a_time=False,
+    ),
+    "llama-cpp-python": ServerProfile(
+        "llama-cpp-python",
+        cap_fields=("max_tokens",),
+        usage_in_streams=False,
+        empty_stream_on_overflow=True,
+        one_request_at_a_time=True,
+        counts_pieces=True,
+    ),
+}
 
 
 def content_text(content: Any) -> str:
@@ -143,13 +219,34 @@ def estimate_completion_tokens(answer: str) -> int:
     return math.ceil(len(answer) / 4)
 
 
+# A real tokenizer's count, closely enough: every digit, word and punctuation mark is a token, as in Gemma 3's
+# vocabulary (within 10% of its own count on chat, log lines and invoices; docs/real-model.md).
+PIECE = re.compile(r"\d|[^\W\d_]+|[^\w\s]")
+PIECE_FRAMING_TOKENS = 6  # <start_of_turn>role\n ... <end_of_turn>\n
+
+
+def count_pieces(text: str) -> int:
+    return len(PIECE.findall(text))
+
+
 def fact_tokens(text: str) -> list[str]:
     return [t for t in FACT_TOKEN.findall(text) if t not in NOT_FACTS]
 
 
+def _last_user(messages: list[dict]) -> int | None:
+    return max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+
+
+def fold_instruction(messages: list[dict]) -> int | None:
+    """The index of the message asking for updated notes (a system message, or the last user message), if any."""
+    candidates = [i for i, m in enumerate(messages) if m.get("role") in ("system", "developer")]
+    if (last_user := _last_user(messages)) is not None:
+        candidates.append(last_user)
+    return next((i for i in candidates if FOLD_INSTRUCTION.search(content_text(messages[i].get("content")))), None)
+
+
 def is_summary_request(messages: list[dict]) -> bool:
-    candidates = [m for m in messages if m.get("role") == "system"] + messages[:1]
-    return any(SUMMARY_MARKER in content_text(m.get("content")) for m in candidates)
+    return fold_instruction(messages) is not None
 
 
 def _clean_line(line: str) -> str:
@@ -160,16 +257,24 @@ def _first_words(text: str, n: int) -> str:
     return " ".join(text.split()[:n])
 
 
-def summarize(messages: list[dict]) -> str:
+HEADING_STYLES = {
+    "plain": ("Key facts:", "Conversation so far:"),
+    "markdown": ("## Key facts", "## Conversation so far"),
+    "bold": ("**Key Facts:**", "**Conversation So Far:**"),
+}
+
+
+def summarize(messages: list[dict], *, verbose: bool = False, heading_style: str = "plain") -> str:
     """Extractive summary; see the module docstring for the shape and limits."""
     facts: dict[tuple[str, ...], str] = {}  # fact tokens -> first sentence naming them, insertion-ordered
     conversation: list[str] = []
     source_words = 0
-    for message in messages:
-        text = content_text(message.get("content"))
-        if SUMMARY_MARKER in text and message.get("role") == "system":
+    instruction = fold_instruction(messages)
+    for index, message in enumerate(messages):
+        if index == instruction:
             continue
-        lines = [line for line in text.splitlines() if SUMMARY_MARKER not in line]
+        text = content_text(message.get("content"))
+        lines = text.splitlines()
         source_words += sum(len(_clean_line(line).split()) for line in lines if line.strip() not in FRAMING)
         labelled = any(SPEAKER.match(line.strip()) for line in lines)
         section = None
@@ -187,10 +292,10 @@ def summarize(messages: list[dict]) -> str:
             if section == "Conversation so far:" and BULLET.match(stripped):
                 conversation.append(line)
             elif USER_SPEAKER.match(stripped) or (message.get("role") == "user" and not labelled and not section):
-                conversation.append(_first_words(line, 12))
+                conversation.append(f"The user wrote: {line}" if verbose else _first_words(line, 12))
 
     used = 5  # "Key facts:" and "Conversation so far:", which the summarizer's size check allows on top
-    limit = min(SUMMARY_WORD_LIMIT, source_words + used)
+    limit = SUMMARY_WORD_LIMIT if verbose else min(SUMMARY_WORD_LIMIT, source_words + used)
     fact_lines = []
     for fact in facts.values():
         words = len(fact.split()) + 1
@@ -205,7 +310,8 @@ def summarize(messages: list[dict]) -> str:
             break
         conversation_lines.insert(0, f"- {line}")
         used += words
-    return "\n".join(["Key facts:", *fact_lines, "Conversation so far:", *conversation_lines])
+    facts_heading, conversation_heading = HEADING_STYLES[heading_style]
+    return "\n".join([facts_heading, *fact_lines, conversation_heading, *conversation_lines])
 
 
 @dataclass(frozen=True)
@@ -254,7 +360,7 @@ def offers_search_tool(tools: list[dict] | None) -> bool:
 
 def chat_reply(messages: list[dict], tools: list[dict] | None = None) -> Reply:
     """Answer the last user message using only facts found in the other messages (rules in the module docstring)."""
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    last_user = _last_user(messages)
     question = content_text(messages[last_user].get("content")).strip() if last_user is not None else ""
     if not (RECALL_WORDS.search(question) or question.endswith("?")):
         return Reply("OK: " + _first_words(question, 8))
@@ -369,22 +475,41 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         except (ValueError, KeyError, TypeError):
             await record("chat", None, 400, 0, 0)
             return error_response(400, "Request body must be JSON with a 'messages' list.")
-        kind = "summary" if is_summary_request(messages) else "chat"
-        prompt_tokens = estimate_prompt_tokens(messages)
-        faults_apply = kind == "summary" or not config.fail_only_summaries
+        profile = PROFILES[config.profile]
+        if not profile.one_request_at_a_time:
+            return await answer(body, messages, profile, release=None)
+        slot.waiting += 1
+        await slot.lock.acquire()
+        slot.waiting -= 1
+        try:
+            response = await answer(body, messages, profile, release=slot.lock.release)
+        except BaseException:
+            slot.lock.release()
+            raise
+        if not isinstance(response, StreamingResponse):
+            slot.lock.release()
+        return response
 
-        await asyncio.sleep(config.latency_s + (config.timeout_s if faults_apply else 0.0))
+    slot = _Slot()
+
+    async def answer(body: dict, messages: list[dict], profile: ServerProfile, release):
+        """The answer to one request; a streamed one calls ``release`` when it ends (served one at a time)."""
+        kind = "summary" if is_summary_request(messages) else "chat"
+        prompt_tokens = profile.prompt_tokens(messages)
+        faults_apply = kind == "summary" or not config.fail_only_summaries
+        stream = bool(body.get("stream"))
+        cap = next((body[name] for name in profile.cap_fields if body.get(name)), None)
+
+        await asyncio.sleep((0.0 if stream else config.latency_s) + (config.timeout_s if faults_apply else 0.0))
 
         if config.reject_temperature_for_reasoning_models and (problem := temperature_error(body)):
             await record(kind, body, 400, prompt_tokens, 0)
             return error_response(400, problem, code="unsupported_value", param="temperature")
-        limit = config.context_limit_tokens
-        if limit is not None and prompt_tokens > limit:
-            await record(kind, body, 400, prompt_tokens, 0)
-            message = (
-                f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
-                f"{prompt_tokens} tokens. Please reduce the length of the messages."
-            )
+        if profile.overflows(config.context_limit_tokens, prompt_tokens):
+            await record(kind, body, 200 if stream and profile.empty_stream_on_overflow else 400, prompt_tokens, 0)
+            if stream and profile.empty_stream_on_overflow:
+                return StreamingResponse(_ended(release), media_type="text/event-stream")
+            message = profile.overflow_message(config.context_limit_tokens, prompt_tokens, cap)
             return error_response(400, message, code="context_length_exceeded", param="messages")
         if config.strict_alternation and (problem := alternation_error(messages)):
             await record(kind, body, 400, prompt_tokens, 0)
@@ -395,15 +520,14 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             await record(kind, body, config.fail_status, prompt_tokens, 0)
             return error_response(config.fail_status, f"Injected failure (HTTP {config.fail_status}).")
 
-        if faults_apply and config.empty_output:
-            reply = Reply("")
-        elif faults_apply and config.garbage_output:
-            reply = Reply(GARBAGE)
-        else:
-            reply = Reply(summarize(messages)) if kind == "summary" else chat_reply(messages, body.get("tools"))
+        reply = _reply(config, kind, messages, body.get("tools"), faults_apply)
+        finish_reason = "stop"
+        if cap is not None and not reply.tool_query and len(reply.content) > cap * 4:
+            reply, finish_reason = Reply(reply.content[: cap * 4]), "length"
         request_id = next(ids)
         tool_calls = _tool_calls(request_id, reply.tool_query)
-        completion_tokens = estimate_completion_tokens(reply.content or json.dumps(tool_calls))
+        finish_reason = "tool_calls" if tool_calls else finish_reason
+        completion_tokens = profile.completion_tokens(reply.content or json.dumps(tool_calls))
         await record(kind, body, 200, prompt_tokens, completion_tokens, reply.tool_query)
 
         usage = {
@@ -412,18 +536,64 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             "total_tokens": prompt_tokens + completion_tokens,
         }
         base = {"id": f"chatcmpl-fake-{request_id}", "created": int(time.time()), "model": body.get("model", MODELS[0])}
-        if not body.get("stream"):
+        if not stream:
             message = {"role": "assistant", "content": None if tool_calls else reply.content}
             if tool_calls:
                 message["tool_calls"] = tool_calls
-            choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
+            choice = {"index": 0, "message": message, "finish_reason": finish_reason}
             return {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        include_usage = profile.usage_in_streams and bool((body.get("stream_options") or {}).get("include_usage"))
+        chunks = _stream(base, reply.content, tool_calls, finish_reason, usage if include_usage else None)
         return StreamingResponse(
-            _stream(base, reply.content, tool_calls, usage if include_usage else None), media_type="text/event-stream"
+            _paced(chunks, config.latency_s, slot if release else None, release), media_type="text/event-stream"
         )
 
     return app
+
+
+@dataclass
+class _Slot:
+    """The one request a single-slot server serves at a time, and how many wait for it."""
+
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    waiting: int = 0
+
+
+def _reply(config: FakeModelConfig, kind: str, messages: list[dict], tools: list[dict] | None, faults: bool) -> Reply:
+    if faults and config.empty_output:
+        return Reply("")
+    if faults and config.garbage_output:
+        return Reply(GARBAGE)
+    if faults and config.echo_output:
+        instruction = fold_instruction(messages) if kind == "summary" else _last_user(messages)
+        return Reply(content_text(messages[instruction].get("content")) if instruction is not None else "")
+    if kind == "summary":
+        return Reply(summarize(messages, verbose=config.verbose_notes, heading_style=config.heading_style))
+    return chat_reply(messages, tools)
+
+
+async def _ended(release) -> AsyncIterator[str]:
+    """An empty event stream: what llama-cpp-python's server sends when a streamed prompt overflows."""
+    if release is not None:
+        release()
+    return
+    yield
+
+
+async def _paced(chunks: list[str], latency_s: float, slot: _Slot | None, release) -> AsyncIterator[str]:
+    """Send ``chunks`` over ``latency_s``, as a model writes. On a single-slot server, a request that waits
+    ends the stream early (``[DONE]`` without a finish reason), as llama-cpp-python's ``interrupt_requests``
+    does; a client that goes away frees the slot at once."""
+    try:
+        for chunk in chunks:
+            if slot is not None and slot.waiting and chunk is not chunks[-1]:
+                yield "data: [DONE]\n\n"
+                return
+            await asyncio.sleep(latency_s / len(chunks))
+            yield chunk
+    finally:
+        if release is not None:
+            release()
 
 
 def _tool_calls(request_id: int, query: str | None) -> list[dict]:
@@ -436,7 +606,7 @@ def _tool_calls(request_id: int, query: str | None) -> list[dict]:
     ]
 
 
-def _stream(base: dict, answer: str, tool_calls: list[dict], usage: dict | None) -> Iterator[str]:
+def _stream(base: dict, answer: str, tool_calls: list[dict], finish_reason: str, usage: dict | None) -> list[str]:
     """OpenAI's chunk sequence: the role, the text word by word or each tool call (name first, then arguments)."""
 
     def chunk(choices: list[dict], **extra: Any) -> str:
@@ -445,17 +615,19 @@ def _stream(base: dict, answer: str, tool_calls: list[dict], usage: dict | None)
     def delta(**fields: Any) -> str:
         return chunk([{"index": 0, "delta": fields, "finish_reason": None}])
 
-    yield delta(role="assistant", content=None if tool_calls else "")
+    chunks = [delta(role="assistant", content=None if tool_calls else "")]
     for index, call in enumerate(tool_calls):
         function = call["function"]
-        yield delta(tool_calls=[{**call, "index": index, "function": {"name": function["name"], "arguments": ""}}])
-        yield delta(tool_calls=[{"index": index, "function": {"arguments": function["arguments"]}}])
-    for piece in re.findall(r"\s*\S+", answer):
-        yield delta(content=piece)
-    yield chunk([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if tool_calls else "stop"}])
+        chunks.append(
+            delta(tool_calls=[{**call, "index": index, "function": {"name": function["name"], "arguments": ""}}])
+        )
+        chunks.append(delta(tool_calls=[{"index": index, "function": {"arguments": function["arguments"]}}]))
+    chunks.extend(delta(content=piece) for piece in re.findall(r"\s*\S+", answer))
+    chunks.append(chunk([{"index": 0, "delta": {}, "finish_reason": finish_reason}]))
     if usage is not None:
-        yield chunk([], usage=usage)
-    yield "data: [DONE]\n\n"
+        chunks.append(chunk([], usage=usage))
+    chunks.append("data: [DONE]\n\n")
+    return chunks
 
 
 @dataclass
@@ -519,6 +691,12 @@ def main(argv: list[str] | None = None) -> None:
         dest="reject_temperature_for_reasoning_models",
         action="store_false",
         help="let reasoning models (gpt-5*, o1/o3/o4*) accept any temperature, unlike OpenAI",
+    )
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="openai", help="behave like this server")
+    parser.add_argument("--echo-output", action="store_true", help="parrot the instruction, as weak models do")
+    parser.add_argument("--verbose-notes", action="store_true", help="notes longer than short messages they replace")
+    parser.add_argument(
+        "--heading-style", choices=sorted(HEADING_STYLES), default="plain", help="how notes write headings"
     )
     parser.add_argument("--request-log", help="append every request as a JSON line to this file")
     args = vars(parser.parse_args(argv))

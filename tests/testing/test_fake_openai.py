@@ -7,7 +7,8 @@ import openai
 import pytest
 from langchain_openai import ChatOpenAI
 
-from langflow_session_memory.testing.fake_openai import SUMMARY_MARKER, FakeModelConfig, run_in_thread
+from langflow_session_memory.services.session_memory.summarizer import SUMMARY_INSTRUCTIONS
+from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
 
 
 def chat(server, messages, **extra) -> httpx.Response:
@@ -90,7 +91,7 @@ def test_summary_shape():
         ]
     )
     messages = [
-        {"role": "system", "content": f"{SUMMARY_MARKER}\nSummarize the conversation. Keep IDS like ABC-1."},
+        {"role": "system", "content": f"{SUMMARY_INSTRUCTIONS}\nKeep IDS like ABC-1."},
         {"role": "user", "content": "Key facts:\n- Deadline is set by ACME.\nConversation so far:\n- old line"},
         {"role": "user", "content": transcript},
     ]
@@ -112,7 +113,7 @@ def test_summary_shape():
 
 def test_summary_never_longer_than_input(server):
     transcript = "User: PRJ-5 is on the US cluster today for sure\nUser: hi there\nUser: hi there\nUser: hi there"
-    messages = [{"role": "system", "content": SUMMARY_MARKER}, {"role": "user", "content": transcript}]
+    messages = [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": transcript}]
     summary = answer(chat(server, messages))
     assert summary == "Key facts:\n- PRJ-5 is on the US cluster today for sure\nConversation so far:\n- hi there"
     assert len(summary.split()) <= len(transcript.split())
@@ -164,7 +165,7 @@ def test_fail_only_summaries(server):
     server.config.fail_status = 500
     server.config.fail_only_summaries = True
     assert chat(server, [{"role": "user", "content": "hi"}]).status_code == 200
-    summary_request = [{"role": "system", "content": SUMMARY_MARKER}, {"role": "user", "content": "x"}]
+    summary_request = [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": "x"}]
     assert chat(server, summary_request).status_code == 500
 
 
