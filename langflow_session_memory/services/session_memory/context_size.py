@@ -3,44 +3,106 @@
 Sizes come from what the provider reported for the last single model call of the previous
 turn (kept in the state row when it reached :data:`RECORD_RATIO` of the window; not the
 usage Langflow stores on the answer, which sums every call of a tool loop), and from a
-documented estimate of what will be sent: ``ceil(characters / 4) + 4`` tokens per message.
+documented estimate of what will be sent (:func:`estimate_tokens`).
 """
 
 import math
 import re
 from collections.abc import Iterable
 
+from langchain_core.exceptions import ContextOverflowError
+
 EARLY_FOLD_RATIO = 0.8
 TARGET_RATIO = 0.5
 RECORD_RATIO = 0.4  # a last call below this share of the window cannot matter to the early fold
 SUMMARY_RESERVE_TOKENS = 400  # a 300-word summary plus its framing
 
-# Provider wordings of a context overflow (OpenAI, Anthropic, Google, Mistral, Ollama, vLLM,
-# Bedrock, Groq). Specific phrases only: "context" alone also means Go's "context deadline
-# exceeded", a context_id, a ContextVar...
-_CONTEXT_OVERFLOW = re.compile(
-    r"context_length_exceeded|maximum context length|context length exceeded|exceeds? the context (?:length|window)"
-    r"|prompt is too long|input is too long|too many tokens|input token count .* exceeds the maximum"
-    r"|exceeds the maximum number of tokens|reduce the length of the messages"
-    r"|too large for model with \d+ maximum context",
-    re.IGNORECASE | re.DOTALL,
+# What servers say when a prompt does not fit their context window, one phrase per wording; every
+# phrase has a row with the server's whole text, and where it was read, in
+# tests/services/test_overflow_signals.py. Specific phrases only: "context" alone also means Go's
+# "context deadline exceeded", a context_id, a ContextVar...
+OVERFLOW_PHRASES = (
+    "context_length_exceeded",  # the error code: OpenAI, Azure OpenAI, Groq, vLLM, llama-cpp-python
+    "maximum context length",  # OpenAI, vLLM, DeepSeek, OpenRouter, Groq, llama-cpp-python
+    "exceeds the context window",  # OpenAI (Responses API)
+    "exceed context window of",  # llama-cpp-python's own error, as raised in-process
+    "exceeds the available context size",  # llama-server (llama.cpp)
+    "exceed_context_size_error",  # llama-server's error type
+    "input length exceeds the context length",  # Ollama
+    "when context the overflows",  # LM Studio
+    "greater than the context length",  # LM Studio
+    "prompt is too long",  # Anthropic, Claude on Bedrock and Vertex
+    "input is too long",  # Bedrock
+    "exceeds the maximum number of tokens allowed",  # Gemini
+    "too large for model with",  # Mistral
+    "maximum prompt length is",  # xAI
+    "too many tokens:",  # Cohere
+    "`inputs` tokens + `max_new_tokens` must be",  # Hugging Face TGI, Together, SageMaker
+    "input tokens exceed the configured limit",  # OpenAI-compatible gateways (LangChain's own list)
+    "reduce the length of the messages",  # OpenAI, Groq
 )
+_CONTEXT_OVERFLOW = re.compile(
+    "|".join(re.escape(phrase) for phrase in OVERFLOW_PHRASES) + r"|current length is \d+ while limit is \d+",
+    re.IGNORECASE,
+)
+# LangChain's error when a streamed answer held nothing: llama-cpp-python's server answers an
+# overflowing streamed request with an empty 200 stream.
+EMPTY_STREAM = "No generations found in stream"
+_DIGIT = re.compile(r"\d")
+# An empty stream counts as an overflow only where the request could be one: this share of the window.
+EMPTY_STREAM_OVERFLOW_RATIO = 0.5
 
 
 def estimate_tokens(text: str | None) -> int:
-    return math.ceil(len(text or "") / 4) + 4
+    """One message's tokens: one per 4 characters, one per digit, and 4 for the message's framing.
+
+    Llama, Gemma, Qwen and Mistral tokenizers split numbers into single digits: on log lines
+    and invoices Gemma 3 counted 1.8 to 2.8 times ``characters / 4`` (docs/real-model.md), so
+    digits are counted one by one. OpenAI's tokenizers group digits by three: there the
+    estimate errs on the large side, which only makes an early fold come a little sooner.
+    """
+    text = text or ""
+    digits = len(_DIGIT.findall(text))
+    return math.ceil((len(text) - digits) / 4) + digits + 4
 
 
-def is_context_length_error(error: BaseException) -> bool:
-    """True when the error, or one it was raised from, is the provider refusing an oversized prompt."""
+def _chain(error: BaseException):
+    """The error and those it was raised from (its cause, or the error it was handling)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if _CONTEXT_OVERFLOW.search(str(current)):
-            return True
+        yield current
         current = current.__cause__ or current.__context__
-    return False
+
+
+def is_context_length_error(error: BaseException) -> bool:
+    """True when the error, or one it was raised from, is the provider refusing an oversized prompt.
+
+    LangChain classifies some itself (``ContextOverflowError``); the others are read from the
+    provider's text (:data:`OVERFLOW_PHRASES`).
+    """
+    return any(isinstance(e, ContextOverflowError) or _CONTEXT_OVERFLOW.search(str(e)) for e in _chain(error))
+
+
+def is_empty_stream(error: BaseException) -> bool:
+    """True when the model's stream ended without any answer (LangChain's "No generations found in stream")."""
+    return any(EMPTY_STREAM in str(e) for e in _chain(error))
+
+
+def is_probable_overflow(error: BaseException, *, request_tokens: int, context_window: int | None) -> bool:
+    """Whether a failed first model call should be treated as "prompt too long".
+
+    A refusal in the provider's words always is. An empty stream is one on servers that
+    answer an oversized streamed prompt that way (llama-cpp-python), so it counts too,
+    unless the window is known and the estimated request is well inside it: then the
+    empty stream has another cause, and compacting would not help.
+    """
+    if is_context_length_error(error):
+        return True
+    if not is_empty_stream(error):
+        return False
+    return context_window is None or request_tokens > EMPTY_STREAM_OVERFLOW_RATIO * context_window
 
 
 def estimated_size(texts: Iterable[str | None]) -> int:
