@@ -41,8 +41,9 @@ async def store_rows(sessions, rows: list[MessageTable]) -> list[MessageTable]:
 class ScriptedChatModel(BaseChatModel):
     """Answers fold requests from a script; records every request it receives.
 
-    Script entries are summary texts or exceptions to raise; when the script runs out it
-    writes a valid summary naming the first and last message of the batch.
+    Script entries are summary texts, whole ``AIMessage`` answers (to set a finish reason or
+    usage) or exceptions to raise; when the script runs out it writes a valid summary naming
+    the first and last message of the batch.
     """
 
     script: list = Field(default_factory=list)
@@ -60,8 +61,12 @@ class ScriptedChatModel(BaseChatModel):
         answer = self.script.pop(0) if self.script else self._default_summary(messages)
         if isinstance(answer, BaseException):
             raise answer
-        message = AIMessage(
-            content=answer, usage_metadata={"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
+        message = (
+            answer
+            if isinstance(answer, AIMessage)
+            else AIMessage(
+                content=answer, usage_metadata={"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
+            )
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 

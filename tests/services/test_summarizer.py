@@ -1,15 +1,24 @@
 """Summary validation and the fold call: what is rejected, and what the model is asked."""
 
+import asyncio
+
 import pytest
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from lfx.base.models import model_remediation
 
+from langflow_session_memory.services.session_memory.context_size import estimate_tokens, estimated_size
 from langflow_session_memory.services.session_memory.summarizer import (
-    SUMMARY_REQUEST_MARKER,
+    FOLD_OUTPUT_TOKENS,
+    FOLD_REASONING_OUTPUT_TOKENS,
+    SUMMARY_INSTRUCTIONS,
     ChatLine,
     SummaryRejectedError,
     fold,
+    fold_budget,
     fold_model,
+    transcript_chunks,
     validate_summary,
 )
 from tests.chat import ScriptedChatModel
@@ -47,18 +56,58 @@ def test_notes_about_errors_the_users_discussed_are_accepted():
     assert validate_summary(notes, previous_summary="", batch=BATCH) == notes
 
 
-def test_summary_larger_than_what_it_replaces_is_rejected():
+def test_summary_larger_than_what_it_replaces_and_the_floor_is_rejected():
     tiny_batch = [ChatLine("User", "hi"), ChatLine("Machine", "hello")]
+    long_notes = "Key facts:\n" + "- the user greeted the assistant warmly\n" * 20 + "Conversation so far:\n- hi"
     with pytest.raises(SummaryRejectedError, match="more than the 2 it replaces"):
-        validate_summary(GOOD, previous_summary="", batch=tiny_batch)
+        validate_summary(long_notes, previous_summary="", batch=tiny_batch)
 
 
-async def test_fold_asks_for_updated_notes_without_streaming_or_callbacks():
+def test_notes_on_a_batch_of_short_messages_may_be_longer_than_the_batch():
+    acknowledgements = [ChatLine("User" if i % 2 == 0 else "Machine", "ok") for i in range(20)]
+    notes = (
+        "Key facts:\n- no new facts; the user only acknowledged the answers\n"
+        "Conversation so far:\n- the user and the assistant exchanged twenty short acknowledgements"
+    )
+    assert validate_summary(notes, previous_summary="", batch=acknowledgements) == notes
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "## Key facts\n- project PRJ-123 runs on the EU cluster\n## Conversation so far\n- deployment steps",
+        "**Key Facts:**\n- project PRJ-123 runs on the EU cluster\n**Conversation So Far:**\n- deployment steps",
+        "### KEY FACTS\n- project PRJ-123 runs on the EU cluster\n### CONVERSATION SO FAR:\n- deployment steps",
+    ],
+)
+def test_headings_as_models_write_them_are_normalised(written):
+    assert validate_summary(written, previous_summary="", batch=BATCH) == (
+        "Key facts:\n- project PRJ-123 runs on the EU cluster\nConversation so far:\n- deployment steps"
+    )
+
+
+def test_notes_that_parrot_the_instructions_are_rejected():
+    # What Qwen2.5-Coder 0.5B Instruct answered (28 words), and what a base model copies: the whole prompt.
+    parroted = (
+        "Key facts:\n- one short line per fact (who, what, identifiers, decisions, open tasks)\n"
+        "Conversation so far:\n- a few short lines on what was discussed, oldest first"
+    )
+    for answer in (parroted, SUMMARY_INSTRUCTIONS):
+        with pytest.raises(SummaryRejectedError, match="repeats the fold instructions"):
+            validate_summary(answer, previous_summary="", batch=BATCH)
+
+
+def test_the_fold_instructions_carry_nothing_for_tests():
+    assert "[" not in SUMMARY_INSTRUCTIONS
+    assert "SESSION-MEMORY" not in SUMMARY_INSTRUCTIONS.upper()
+
+
+async def test_fold_asks_for_updated_notes_without_callbacks():
     model = ScriptedChatModel(script=[GOOD])
     result = await fold(model, "Key facts:\n- customer ACME", BATCH)
 
     system, human = model.calls[0]
-    assert SUMMARY_REQUEST_MARKER in system.content
+    assert system.content == SUMMARY_INSTRUCTIONS
     assert "Key facts" in system.content
     assert "Conversation so far" in system.content
     assert "Current notes:\nKey facts:\n- customer ACME" in human.content
@@ -127,6 +176,98 @@ async def test_a_fold_without_reported_usage_counts_estimated_tokens():
 
     model = NoUsageModel(script=[GOOD])
     result = await fold(model, "", BATCH)
-    request_characters = [len(message.content) for message in model.calls[0]]
-    assert result.input_tokens == sum(-(-n // 4) + 4 for n in request_characters)
-    assert result.output_tokens == -(-len(GOOD) // 4) + 4
+    assert result.input_tokens == estimated_size(message.content for message in model.calls[0])
+    assert result.output_tokens == estimate_tokens(GOOD)
+    assert result.estimated
+
+
+@pytest.mark.parametrize(
+    ("model_name", "agent_max_tokens", "fold_cap"),
+    [
+        ("gpt-4o-mini", 150, FOLD_OUTPUT_TOKENS),
+        ("gpt-4o-mini", None, FOLD_OUTPUT_TOKENS),
+        ("gpt-5.4-mini", 150, FOLD_REASONING_OUTPUT_TOKENS),
+        ("a-local-model", 150, FOLD_OUTPUT_TOKENS),
+    ],
+)
+def test_the_fold_has_its_own_output_cap_whatever_the_agent_s_max_tokens(model_name, agent_max_tokens, fold_cap):
+    llm = ChatOpenAI(model=model_name, api_key="sk-local", max_tokens=agent_max_tokens)
+    assert fold_model(llm, "OpenAI").max_tokens == fold_cap
+    assert llm.max_tokens == agent_max_tokens
+
+
+def test_the_fold_cap_never_exceeds_the_model_s_own_output_limit():
+    llm = ChatOpenAI(model="gpt-4o-mini", api_key="sk-local")
+    llm.profile = {**llm.profile, "reasoning_output": True, "max_output_tokens": 4096}
+    assert fold_model(llm).max_tokens == 4096
+
+
+@pytest.mark.parametrize(
+    "metadata", [{"finish_reason": "length"}, {"stop_reason": "max_tokens"}, {"finish_reason": "MAX_TOKENS"}]
+)
+async def test_notes_cut_at_the_output_cap_are_never_stored(metadata):
+    cut = AIMessage(content=GOOD, response_metadata=metadata)  # valid-looking, but the model had more to write
+    with pytest.raises(SummaryRejectedError, match="cut at the"):
+        await fold(ScriptedChatModel(script=[cut]), "", BATCH)
+
+
+async def test_an_answer_that_stopped_by_itself_is_kept():
+    done = AIMessage(content=GOOD, response_metadata={"finish_reason": "stop"})
+    assert (await fold(ScriptedChatModel(script=[done]), "", BATCH)).summary == GOOD
+
+
+def test_a_small_context_window_leaves_room_for_the_notes():
+    llm = ChatOpenAI(model="a-local-model", api_key="sk-local")
+    budget = fold_budget(llm, 2048)
+    assert budget.output_tokens == 512
+    assert budget.transcript_tokens + budget.output_tokens < 2048 * 0.75
+    assert fold_budget(llm, None).transcript_tokens is None
+
+
+def test_long_messages_on_a_small_window_fold_in_several_requests_in_order():
+    llm = ChatOpenAI(model="a-local-model", api_key="sk-local")
+    long_batch = [ChatLine("User", f"message {i} " + "word " * 150) for i in range(20)]
+    chunks = transcript_chunks(long_batch, fold_budget(llm, 2048))
+    assert len(chunks) > 1
+    assert [line.text.split()[1] for chunk in chunks for line in chunk] == [str(i) for i in range(20)]
+    huge = transcript_chunks([ChatLine("User", "x" * 50_000)], fold_budget(llm, 2048))
+    assert len(huge) == 1
+    assert len(huge[0][0].text) < 3000
+
+
+async def test_each_request_of_a_batch_carries_the_notes_so_far():
+    llm = ScriptedChatModel()
+    long_batch = [ChatLine("User", f"message {i} " + "word " * 150) for i in range(20)]
+    result = await fold(llm, "", long_batch, context_window=2048)
+    assert len(llm.calls) > 1
+    assert "Current notes:\n(none yet)" in llm.calls[0][-1].content
+    assert "Current notes:\nKey facts:" in llm.calls[1][-1].content
+    assert result.input_tokens == 100 * len(llm.calls)
+
+
+class EndlessModel(ScriptedChatModel):
+    """A model on a server that ignores the output cap: it streams until someone stops reading."""
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+        self.calls.append(messages)
+        try:
+            yield ChatGenerationChunk(message=AIMessageChunk(content="Key facts:\n"))
+            while True:
+                yield ChatGenerationChunk(message=AIMessageChunk(content="- the same line again\n"))
+        finally:
+            self.temperatures.append("closed")  # a list the fold's copy of the model shares with this one
+
+
+async def test_reading_stops_at_the_fold_s_budget_on_a_server_that_ignores_it():
+    model = EndlessModel()
+    with pytest.raises(SummaryRejectedError, match="cut at the"):
+        await fold(model, "", BATCH)
+    for _ in range(3):  # the provider's generator is closed by the event loop's async-generator finalizer
+        await asyncio.sleep(0)
+    assert model.temperatures[-1] == "closed"  # the stream was closed, so the server stops writing
+
+
+async def test_an_openai_compatible_stream_that_ended_without_a_finish_reason_is_not_kept():
+    interrupted = AIMessage(content=GOOD, response_metadata={"model_provider": "openai"})
+    with pytest.raises(SummaryRejectedError, match="without a finish reason"):
+        await fold(ScriptedChatModel(script=[interrupted]), "", BATCH)

@@ -1,30 +1,58 @@
 """One fold: the previous notes plus a batch of messages in, updated notes out, validated.
 
-The call is a separate, non-streaming copy of the Agent's own model with no callbacks, so
-nothing of it reaches the chat, the Playground stream or the Agent's tracing.
+The call is a separate copy of the Agent's own model with no callbacks, so nothing of it
+reaches the chat, the Playground stream or the Agent's tracing. It has its own output
+budget: the Agent's Max Tokens (often small) would cut the notes short. The answer is
+streamed and read here, never shown: reading stops at the budget, which also holds on
+servers that ignore the cap LangChain sends (llama-cpp-python ignores
+``max_completion_tokens``), and a fold cancelled mid-way closes its stream, so a server that
+serves one request at a time is free for the user's next turn at once.
 """
 
 import asyncio
-import math
 import re
 from collections.abc import Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from lfx.base.models import model_remediation
 
+from langflow_session_memory.services.session_memory import context_size
+
 SUMMARY_WORD_LIMIT = 300
 FOLD_TIMEOUT_SECONDS = 60.0
-# Lets the bundled test server recognise a fold request; a real model reads it as a tag.
-SUMMARY_REQUEST_MARKER = "SESSION-MEMORY-SUMMARY-REQUEST"
 SECTION_HEADINGS = ("Key facts", "Conversation so far")
 # A pasted log or a tool dump must not make the fold request itself overflow the context.
 MAX_CHARACTERS_PER_MESSAGE = 4000
 _HEADING_WORDS = sum(len(heading.split()) for heading in SECTION_HEADINGS)
+# Notes may always be this long, however short the messages they replace: a batch of twenty
+# "ok"s gives notes longer than the batch, and that is no reason to stop folding a session.
+NOTES_FLOOR_WORDS = 100
+# The fold's own output budget: 300 words of notes are about 400-500 tokens in English.
+# A model that reasons before answering spends its reasoning tokens from the same budget.
+FOLD_OUTPUT_TOKENS = 1024
+FOLD_REASONING_OUTPUT_TOKENS = 8192
+# Where LangChain's chat models keep their output cap (OpenAI, Anthropic, Bedrock, Mistral,
+# Groq, watsonx: max_tokens; Google: max_output_tokens; Ollama: num_predict).
+_OUTPUT_CAP_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
+# How providers say an answer stopped at the output cap (OpenAI, vLLM, llama.cpp, Ollama: "length";
+# Anthropic, Bedrock: "max_tokens"; Google: "MAX_TOKENS").
+_CUT_AT_OUTPUT_CAP = frozenset({"length", "max_tokens"})
+_STOP_REASON_KEYS = ("finish_reason", "stop_reason", "done_reason", "stopReason")
+# Reading a streamed answer stops past this many characters per token of the budget (a generous
+# reading of the ``characters / 4`` estimate).
+_CHARACTERS_PER_TOKEN = 5
 
-SUMMARY_INSTRUCTIONS = f"""[{SUMMARY_REQUEST_MARKER}]
-You keep the running notes of a long conversation between a user and an assistant.
+# Fold requests on a small context window (see :func:`fold_budget`).
+MIN_FOLD_OUTPUT_TOKENS = 512
+FOLD_REQUEST_SHARE = 0.75
+NOTES_RESERVE_TOKENS = 450  # the notes sent back in: 300 words and their headings
+MIN_TRANSCRIPT_TOKENS = 100
+_LINE_OVERHEAD_TOKENS = 4  # "User: " and the line break
+
+SUMMARY_INSTRUCTIONS = f"""You keep the running notes of a long conversation between a user and an assistant.
 You receive the current notes (possibly empty) and the next messages of the conversation.
 Return the updated notes: keep every fact from the current notes that still holds, add what
 the new messages establish, and correct what they change. Never drop names, identifiers,
@@ -59,19 +87,68 @@ class ChatLine:
 
 @dataclass(frozen=True)
 class FoldResult:
+    """The new notes and what they cost; ``estimated`` when the provider reported no usage."""
+
     summary: str
     input_tokens: int
     output_tokens: int
+    estimated: bool = False
+
+
+@dataclass(frozen=True)
+class FoldBudget:
+    """The fold's output cap, and how much transcript one request may carry (None: a whole batch)."""
+
+    output_tokens: int
+    transcript_tokens: int | None = None
+
+
+def fold_budget(llm: BaseChatModel, context_window: int | None) -> FoldBudget:
+    """What one fold request may hold so that it fits the model's context window, when known.
+
+    A small window (a local model's 2,048 tokens) keeps a quarter for the notes written, and
+    a batch of long messages is then folded in several requests, each with the notes so far.
+    The request gets only :data:`FOLD_REQUEST_SHARE` of what remains: real tokenizers count
+    more tokens than the ``characters / 4`` estimate on digits, code and logs.
+    """
+    output = output_budget(llm)
+    if not context_window:
+        return FoldBudget(output)
+    output = min(output, max(context_window // 4, MIN_FOLD_OUTPUT_TOKENS))
+    room = int((context_window - output) * FOLD_REQUEST_SHARE) - _INSTRUCTION_TOKENS - NOTES_RESERVE_TOKENS
+    return FoldBudget(output, max(room, MIN_TRANSCRIPT_TOKENS))
+
+
+def transcript_chunks(batch: Sequence[ChatLine], budget: FoldBudget) -> list[list[ChatLine]]:
+    """The batch in order, cut into the fewest runs of messages that each fit one request.
+
+    A message too long for any request is clipped to fit (its text in the table is untouched).
+    """
+    if budget.transcript_tokens is None:
+        return [list(batch)]
+    limit = budget.transcript_tokens
+    longest = min(MAX_CHARACTERS_PER_MESSAGE, (limit - _LINE_OVERHEAD_TOKENS) * 4)
+    chunks: list[list[ChatLine]] = [[]]
+    used = 0
+    for line in batch:
+        clipped = ChatLine(role=line.role, text=_clipped(line.text, longest))
+        size = context_size.estimate_tokens(clipped.text) + _LINE_OVERHEAD_TOKENS
+        if chunks[-1] and used + size > limit:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(clipped)
+        used += size
+    return chunks
 
 
 def word_count(text: str) -> int:
     return len(text.split())
 
 
-def _clipped(text: str) -> str:
-    if len(text) <= MAX_CHARACTERS_PER_MESSAGE:
+def _clipped(text: str, limit: int = MAX_CHARACTERS_PER_MESSAGE) -> str:
+    if len(text) <= limit:
         return text
-    return f"{text[:MAX_CHARACTERS_PER_MESSAGE]} [... {len(text) - MAX_CHARACTERS_PER_MESSAGE} more characters]"
+    return f"{text[:limit]} [... {len(text) - limit} more characters]"
 
 
 def validate_edited_summary(candidate: str) -> str:
@@ -95,8 +172,8 @@ def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
 
 
 def validate_summary(candidate: str, *, previous_summary: str, batch: Sequence[ChatLine]) -> str:
-    """Return the cleaned summary, or raise :class:`SummaryRejectedError` saying why."""
-    summary = candidate.strip()
+    """Return the cleaned summary (headings in their canonical form), or raise :class:`SummaryRejectedError`."""
+    summary = normalized_headings(candidate.strip())
     if not summary:
         raise SummaryRejectedError("empty summary")
     if _ERROR_TEXT.search(summary):
@@ -104,13 +181,54 @@ def validate_summary(candidate: str, *, previous_summary: str, batch: Sequence[C
     words = word_count(summary)
     if words > SUMMARY_WORD_LIMIT:
         raise SummaryRejectedError(f"summary has {words} words, over the {SUMMARY_WORD_LIMIT}-word cap")
+    if repeats_instructions(summary):
+        raise SummaryRejectedError("summary repeats the fold instructions")
     replaced = word_count(previous_summary) + sum(word_count(line.text) for line in batch)
-    if words > replaced + _HEADING_WORDS:
+    if words > max(replaced, NOTES_FLOOR_WORDS) + _HEADING_WORDS:
         raise SummaryRejectedError(f"summary has {words} words, more than the {replaced} it replaces")
     missing = [heading for heading in SECTION_HEADINGS if heading.lower() not in summary.lower()]
     if missing:
         raise SummaryRejectedError(f"summary lacks the section(s) {', '.join(missing)}")
     return summary
+
+
+_INSTRUCTION_TOKENS = context_size.estimate_tokens(SUMMARY_INSTRUCTIONS)
+
+
+# A heading line as models write it: "Key facts:", "## Key facts", "**Key Facts:**", "KEY FACTS".
+_DECORATION = r"[ \t*_]*"  # spaces, and Markdown bold or italics around a heading
+_HEADING_LINE = re.compile(
+    rf"^{_DECORATION}(?:#{{1,6}})?{_DECORATION}({'|'.join(SECTION_HEADINGS)}){_DECORATION}:?{_DECORATION}:?[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_CANONICAL_HEADINGS = {heading.lower(): f"{heading}:" for heading in SECTION_HEADINGS}
+
+
+def normalized_headings(notes: str) -> str:
+    """The notes with each section heading written as ``Key facts:`` / ``Conversation so far:``."""
+    return _HEADING_LINE.sub(lambda found: _CANONICAL_HEADINGS[found.group(1).lower()], notes)
+
+
+def _plain_words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+_INSTRUCTION_WORDS = _plain_words(SUMMARY_INSTRUCTIONS)
+# A line this long that also stands in the instructions was copied from them, not written from the conversation.
+_COPIED_LINE_WORDS = 5
+
+
+def repeats_instructions(notes: str) -> bool:
+    """Whether the notes copy a line of the fold instructions (a model that parrots its prompt).
+
+    Both headings stand in the instructions, so a parroted prompt has them; its sample
+    bullets ("one short line per fact ...") do not belong in any conversation's notes.
+    """
+    for line in notes.splitlines():
+        words = _plain_words(line)
+        if len(words.split()) >= _COPIED_LINE_WORDS and f" {words} " in f" {_INSTRUCTION_WORDS} ":
+            return True
+    return False
 
 
 def _model_name(llm: BaseChatModel) -> str | None:
@@ -142,14 +260,42 @@ def accepts_temperature_zero(llm: BaseChatModel) -> bool:
     return True
 
 
-def fold_model(llm: BaseChatModel, provider: str | None = None, overrides: dict | None = None) -> BaseChatModel:
-    """A non-streaming copy of the Agent's model without its callbacks, at temperature 0 where accepted.
+def output_budget(llm: BaseChatModel) -> int:
+    """The fold's output cap: room for the notes, and for the reasoning a reasoning model does first.
+
+    LangChain's model profile says whether the model reasons; Anthropic's extended thinking
+    needs its thinking budget on top. Never above the model's own output limit.
+    """
+    profile = getattr(llm, "profile", None)
+    profile = profile if isinstance(profile, dict) else {}
+    budget = FOLD_REASONING_OUTPUT_TOKENS if profile.get("reasoning_output") else FOLD_OUTPUT_TOKENS
+    thinking = getattr(llm, "thinking", None)
+    if isinstance(thinking, dict) and isinstance(thinking.get("budget_tokens"), int):
+        budget = max(budget, thinking["budget_tokens"] + FOLD_OUTPUT_TOKENS)
+    limit = profile.get("max_output_tokens")
+    return min(budget, limit) if isinstance(limit, int) and limit > 0 else budget
+
+
+def _output_cap(llm: BaseChatModel, tokens: int) -> dict:
+    """The model field that caps its output, set to the fold's budget (whatever the Agent's Max Tokens)."""
+    field = next((name for name in _OUTPUT_CAP_FIELDS if name in type(llm).model_fields), None)
+    return {} if field is None else {field: tokens}
+
+
+def fold_model(
+    llm: BaseChatModel, provider: str | None = None, overrides: dict | None = None, output_tokens: int | None = None
+) -> BaseChatModel:
+    """A copy of the Agent's model without its callbacks, with the fold's own output budget, at
+    temperature 0 where accepted, reporting usage in streams where it can be asked to.
 
     ``overrides`` are constructor fields to force (Langflow's remediation of a refused
     parameter, e.g. ``{"temperature": None}``), on top of those Langflow has already learnt
     for this model from a provider's refusal.
     """
-    update = {"streaming": False, "disable_streaming": True, "callbacks": None}
+    cap = _output_cap(llm, output_tokens or output_budget(llm))
+    update = {"callbacks": None, **cap}
+    if "stream_usage" in type(llm).model_fields:
+        update["stream_usage"] = True
     if accepts_temperature_zero(llm):
         update["temperature"] = 0
     elif _profile_refuses_temperature(llm):
@@ -159,12 +305,20 @@ def fold_model(llm: BaseChatModel, provider: str | None = None, overrides: dict 
     return llm.model_copy(update=update)
 
 
-async def _invoke(model: BaseChatModel, request: list, timeout_seconds: float):
-    async with asyncio.timeout(timeout_seconds):
-        return await model.ainvoke(request, config={"callbacks": []})
+async def _invoke(model: BaseChatModel, request: list, output_tokens: int):
+    """The streamed answer, gathered; reading stops (and the stream closes) once it outgrows ``output_tokens``."""
+    answer = None
+    async with aclosing(model.astream(request, config={"callbacks": []})) as chunks:
+        async for chunk in chunks:
+            answer = chunk if answer is None else answer + chunk
+            if len(_text_of(answer.content)) > output_tokens * _CHARACTERS_PER_TOKEN:
+                raise SummaryRejectedError(f"summary cut at the {output_tokens}-token output cap")
+    if answer is None:
+        raise SummaryRejectedError("empty summary")
+    return answer
 
 
-async def _answer(llm: BaseChatModel, provider: str | None, request: list, timeout_seconds: float):
+async def _answer(llm: BaseChatModel, provider: str | None, request: list, output_tokens: int):
     """The model's answer; a parameter the provider refuses is dropped and the call made once more.
 
     Langflow's remediation registry recognises the refusal from the provider's error
@@ -172,19 +326,16 @@ async def _answer(llm: BaseChatModel, provider: str | None, request: list, timeo
     Langflow remembers it for the Agent.
     """
     try:
-        return await _invoke(fold_model(llm, provider), request, timeout_seconds)
+        return await _invoke(fold_model(llm, provider, output_tokens=output_tokens), request, output_tokens)
+    except SummaryRejectedError:
+        raise
     except Exception as error:
         remediation = model_remediation.find_remediation(str(error), provider, already_applied=set())
         if remediation is None:
             raise
-    response = await _invoke(fold_model(llm, provider, remediation.overrides), request, timeout_seconds)
+    response = await _invoke(fold_model(llm, provider, remediation.overrides, output_tokens), request, output_tokens)
     model_remediation.remember(provider, _model_name(llm), remediation.overrides)
     return response
-
-
-def estimated_tokens(texts: Sequence[str]) -> int:
-    """``ceil(characters / 4) + 4`` per message, for a provider that reports no usage."""
-    return sum(math.ceil(len(text) / 4) + 4 for text in texts)
 
 
 def _text_of(content) -> str:
@@ -193,21 +344,61 @@ def _text_of(content) -> str:
     return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
 
 
+def cut_off(response) -> str | None:
+    """Why the answer is incomplete, or None: the provider says it hit the output cap, or an
+    OpenAI-compatible stream ended without saying why it stopped (llama-cpp-python's server ends
+    a stream early with ``[DONE]`` when another request waits)."""
+    metadata = getattr(response, "response_metadata", None) or {}
+    reason = next((metadata[key] for key in _STOP_REASON_KEYS if metadata.get(key)), None)
+    if str(reason).lower() in _CUT_AT_OUTPUT_CAP:
+        return "cut at the output cap"
+    if reason is None and metadata.get("model_provider") == "openai":
+        return "stream ended without a finish reason"
+    return None
+
+
 async def fold(
     llm: BaseChatModel,
     previous_summary: str,
     batch: Sequence[ChatLine],
     timeout_seconds: float = FOLD_TIMEOUT_SECONDS,
     provider: str | None = None,
+    context_window: int | None = None,
 ) -> FoldResult:
-    """Ask the model for updated notes; raises on timeout, provider error or a rejected summary."""
-    request = fold_request(previous_summary, batch)
-    response = await _answer(llm, provider, request, timeout_seconds)
+    """Ask the model for updated notes; raises on timeout, provider error or a rejected summary.
+
+    The whole batch must fold within ``timeout_seconds``, in one request or, on a small
+    ``context_window``, in several (see :func:`fold_budget`). An answer cut at the output
+    cap is rejected whatever it holds: its last notes are missing.
+    """
+    budget = fold_budget(llm, context_window)
+    summary, input_tokens, output_tokens, estimated = previous_summary, 0, 0, False
+    async with asyncio.timeout(timeout_seconds):
+        for chunk in transcript_chunks(batch, budget):
+            result = await _fold_chunk(llm, summary, chunk, provider, budget)
+            summary = result.summary
+            input_tokens += result.input_tokens
+            output_tokens += result.output_tokens
+            estimated = estimated or result.estimated
+    return FoldResult(summary, input_tokens, output_tokens, estimated)
+
+
+async def _fold_chunk(
+    llm: BaseChatModel, previous_summary: str, chunk: Sequence[ChatLine], provider: str | None, budget: FoldBudget
+) -> FoldResult:
+    request = fold_request(previous_summary, chunk)
+    response = await _answer(llm, provider, request, budget.output_tokens)
+    if incomplete := cut_off(response):
+        raise SummaryRejectedError(f"summary {incomplete} ({budget.output_tokens}-token cap)")
     text = _text_of(response.content)
-    summary = validate_summary(text, previous_summary=previous_summary, batch=batch)
+    summary = validate_summary(text, previous_summary=previous_summary, batch=chunk)
     usage = getattr(response, "usage_metadata", None) or {}
+    reported = bool(usage.get("input_tokens"))
     return FoldResult(
         summary=summary,
-        input_tokens=int(usage.get("input_tokens") or estimated_tokens([m.content for m in request])),
-        output_tokens=int(usage.get("output_tokens") or estimated_tokens([text])),
+        input_tokens=int(usage["input_tokens"])
+        if reported
+        else context_size.estimated_size(m.content for m in request),
+        output_tokens=int(usage.get("output_tokens") or 0) if reported else context_size.estimate_tokens(text),
+        estimated=not reported,
     )
