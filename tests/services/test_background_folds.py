@@ -7,7 +7,7 @@ import pytest
 
 from langflow_session_memory.services.session_memory import store
 from langflow_session_memory.services.session_memory.background import BackgroundFolds
-from langflow_session_memory.services.session_memory.service import Turn
+from langflow_session_memory.services.session_memory.service import HISTORY_START_NOTE, Turn
 from tests.chat import ScriptedChatModel
 from tests.services.test_service import WINDOW, delete_state_rows, row, seed, texts
 
@@ -73,7 +73,7 @@ async def test_the_fold_after_the_answer_folds_the_gap_and_the_next_turn_reports
 
 
 async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, sessions, key, clock, captured_logs):
-    _rows, turn = await seed(sessions, key, 61 + WINDOW)
+    rows, turn = await seed(sessions, key, 61 + WINDOW)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(
@@ -85,7 +85,8 @@ async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, se
 
     assert (len(model.calls), history.folded, history.summary) == (0, 0, "")
     assert not any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
-    assert len(texts(history)) == WINDOW - 1  # a backlog over two batches is left out, never sent whole
+    # A backlog over two batches is left out, never sent whole; the window starts with an answer, so a note opens it.
+    assert texts(history) == [HISTORY_START_NOTE, *(r.text for r in rows[-WINDOW:-1])]
 
 
 async def test_a_turn_folding_inside_itself_still_waits_for_the_fold_elsewhere(
@@ -145,6 +146,29 @@ async def test_shutdown_cancels_a_fold_in_flight_and_releases_its_claim(service,
     assert any(
         log["event"].startswith("session_summary_background_stopped cancelled=1 stuck=0") for log in captured_logs
     )
+
+
+async def test_a_new_turn_cancels_its_session_s_fold_in_flight_and_is_answered_first(
+    service, sessions, key, captured_logs
+):
+    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    stuck = StuckModel()
+    service.background.open()
+    other = type(key)(key.flow_id, key.owner_id, "another session")
+    gate = asyncio.Event()
+    assert service.background.start(other, gate.wait)
+    assert service.background.start(key, lambda: service.fold_after_turn(after_turn(turn), stuck))
+    await asyncio.wait_for(stuck.reached.wait(), timeout=10)
+
+    history = await service.build_history(after_turn(Turn(key, WINDOW, rows[-1].id)), ScriptedChatModel())
+
+    state = await row(sessions, key)
+    assert (state.fold_claimed_until, state.version, state.paused_until) == (None, 0, None)  # claim back, no pause
+    assert history.fold_due  # the answer makes the fold due again
+    assert service.background.running() == 1  # another session's fold goes on
+    assert any(log["event"].startswith("session_summary_fold_cancelled reason=new_turn") for log in captured_logs)
+    gate.set()
+    await service.background.close()
 
 
 async def test_folds_are_bounded_per_process_and_deferred_beyond(key, captured_logs):

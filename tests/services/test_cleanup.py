@@ -1,6 +1,7 @@
 """Cleanup listeners on SQLite and PostgreSQL: Langflow's own ORM statements, our rows in step."""
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from langflow.services.database.models.message.model import MessageTable
@@ -65,6 +66,25 @@ async def test_deleting_unfolded_messages_keeps_the_summary(sessions):
     rows = await folded_chat(sessions, key)
     await delete_messages(sessions, rows[25:])
     assert (await state_of(sessions, key)).summary == "notes"
+
+
+async def test_a_failed_turn_deleting_its_partial_answer_leaves_the_version_alone(sessions):
+    key = new_key()
+    rows = await folded_chat(sessions, key)
+    before = await state_of(sessions, key)
+    await delete_messages(sessions, [rows[-1]])  # lfx's run_agent deletes the half-stored answer of a failed run
+    assert (await state_of(sessions, key)).version == before.version
+
+
+async def test_a_change_during_a_fold_moves_the_version_so_the_fold_cannot_commit(sessions):
+    key = new_key()
+    rows = await folded_chat(sessions, key)
+    async with sessions.begin() as session:
+        seen = await store.load(session, key)
+        now = datetime.now(UTC)
+        assert await store.claim_fold(session, seen, now + timedelta(seconds=30), now, timedelta(minutes=5))
+    await delete_messages(sessions, [rows[25]])
+    assert (await state_of(sessions, key)).version == seen.version + 1
 
 
 async def test_deleting_the_whole_session_removes_a_row_without_summary(sessions):

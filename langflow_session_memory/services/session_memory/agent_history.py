@@ -4,6 +4,7 @@ Everything here is a guard or a translation; the rules live in ``service``. What
 wrong, the Agent gets Langflow's stock history and the turn goes on.
 """
 
+import json
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -12,6 +13,8 @@ from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from lfx.inputs.validators import validate_boolean
 from lfx.log.logger import logger
 from lfx.memory.flow_context import coerce_flow_id, resolve_message_owner_id, should_persist_messages
@@ -22,6 +25,8 @@ from lfx.utils.langflow_utils import has_langflow_db_backend
 from langflow_session_memory.services.session_memory import context_size, playground
 from langflow_session_memory.services.session_memory.reasons import describe
 
+# Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
+BUILT_IN_TOOL_TOKENS = 90
 HISTORY_ATTRIBUTE = "_session_memory_history"
 MODEL_ATTRIBUTE = "_session_memory_model"
 CALLS_ATTRIBUTE = "_session_memory_calls"
@@ -47,16 +52,23 @@ class ModelCalls(AsyncCallbackHandler):
     def __init__(self) -> None:
         self.started = 0
         self.last_call_tokens: int | None = None
+        self._prompt_estimate = 0
 
-    async def on_chat_model_start(self, *_args, **_kwargs) -> None:
+    async def on_chat_model_start(self, _serialized, messages, **_kwargs) -> None:
         self.started += 1
+        self._prompt_estimate = context_size.estimated_size(
+            message.text if isinstance(message.text, str) else str(message.content) for message in messages[0]
+        )
 
     async def on_llm_end(self, response, **_kwargs) -> None:
+        """The call's size as the provider reported it; estimated when it reported none (llama.cpp's streams)."""
         for generations in response.generations:
             for generation in generations:
                 usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
                 if usage.get("input_tokens"):
                     self.last_call_tokens = int(usage["input_tokens"]) + int(usage.get("output_tokens") or 0)
+                else:
+                    self.last_call_tokens = self._prompt_estimate + context_size.estimate_tokens(generation.text)
 
 
 @asynccontextmanager
@@ -82,9 +94,10 @@ def get_session_memory_service():
     """
     from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners
     from langflow_session_memory.services.session_memory.service import SessionMemoryService
+    from langflow_session_memory.services.session_memory.settings import fold_timeout_seconds
 
     install_cleanup_listeners()
-    return SessionMemoryService(sessions=langflow_database_session)
+    return SessionMemoryService(sessions=langflow_database_session, fold_timeout=fold_timeout_seconds())
 
 
 def memory_switched_on(component) -> bool:
@@ -143,10 +156,33 @@ def _fold_model_of(component) -> BaseChatModel:
 
 
 def _fixed_tokens(component) -> int:
-    """Estimated tokens the history does not control: instructions and the user's input."""
+    """Estimated tokens the history does not control: instructions, tools and the user's input."""
     input_text = component.input_value.text if isinstance(component.input_value, Message) else component.input_value
-    return context_size.estimate_tokens(component.system_prompt or "") + context_size.estimate_tokens(
-        input_text if isinstance(input_text, str) else ""
+    return (
+        context_size.estimate_tokens(component.system_prompt or "")
+        + context_size.estimate_tokens(input_text if isinstance(input_text, str) else "")
+        + _tools_tokens(component)
+    )
+
+
+def _tools_tokens(component) -> int:
+    """The tools' schemas, sent with every request: the connected ones, Langflow's built-in date and
+    calculator tools where switched on (added after the history is read), and the search tool."""
+    from langflow_session_memory.services.session_memory.recall_tool import recall_tool_tokens, search_switched_on
+
+    connected = [tool for tool in getattr(component, "tools", None) or [] if isinstance(tool, BaseTool)]
+    built_in = sum(bool(getattr(component, flag, False)) for flag in ("add_current_date_tool", "add_calculator_tool"))
+    return (
+        sum(context_size.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in connected)
+        + built_in * BUILT_IN_TOOL_TOKENS
+        + (recall_tool_tokens() if search_switched_on(component) else 0)
+    )
+
+
+def _request_tokens(component, messages) -> int:
+    """The estimated size of the Agent's request with ``messages`` as its history."""
+    return _fixed_tokens(component) + context_size.estimated_size(
+        getattr(message, "text", "") if isinstance(getattr(message, "text", ""), str) else "" for message in messages
     )
 
 
@@ -175,15 +211,18 @@ def _memory_turn(component, *, folds_after_turn: bool = False):
     )
     # The provider names Langflow's provider-scoped remediations for the model that folds; a connected
     # Summary Model's provider is not known here, so only the unscoped ones apply to it.
-    provider = None if _summary_model_of(component) else component._selected_model_remediation_context()[0]
+    summary_model = _summary_model_of(component)
+    provider = None if summary_model else component._selected_model_remediation_context()[0]
+    context_window = context_size.context_window(_model_of(component), configured_context_window(component))
     return Turn(
         key=key,
         n_messages=int(component.n_messages),
         input_message_id=_uuid_or_none(input_id),
-        context_window=context_size.context_window(_model_of(component), configured_context_window(component)),
+        context_window=context_window,
         fixed_tokens=_fixed_tokens(component),
         provider=provider,
         folds_after_turn=folds_after_turn,
+        fold_context_window=context_size.context_window(summary_model, None) if summary_model else context_window,
     )
 
 
@@ -256,20 +295,39 @@ async def _start_fold_after_answer(component) -> None:
 
 
 async def _add_fold_usage(component, result: Message) -> Message:
-    """Add this turn's fold tokens to the usage the Agent reports and stores.
+    """Add this turn's fold tokens to the usage the Agent reports and stores, and log the turn's figures.
 
     Both places matter: the stored Agent message, and ``_token_usage``, from which
-    Langflow's Chat Output recomputes the usage it stores last.
+    Langflow's Chat Output recomputes the usage it stores last. A provider that reported no
+    usage (llama.cpp ignores ``stream_options``) gets the estimate instead, marked as one
+    on the "Session memory" step and in the log line, so no figure goes missing unsaid.
     """
     history = getattr(component, HISTORY_ATTRIBUTE, None)
-    usage = result.properties.usage if result.properties else None
-    if history is None or not (history.input_tokens or history.output_tokens) or usage is None:
+    if history is None or result.properties is None:
         return result
+    usage = result.properties.usage
+    estimated = history.tokens_estimated
+    if usage is None or not usage.input_tokens:
+        usage = Usage(
+            input_tokens=_request_tokens(component, getattr(component, "chat_history", None) or []),
+            output_tokens=context_size.estimate_tokens(result.text if isinstance(result.text, str) else ""),
+        )
+        estimated = True
     input_tokens = (usage.input_tokens or 0) + history.input_tokens
     output_tokens = (usage.output_tokens or 0) + history.output_tokens
+    await logger.ainfo(
+        f"session_memory_turn input_tokens={input_tokens} output_tokens={output_tokens} "
+        f"fold_input_tokens={history.input_tokens} fold_output_tokens={history.output_tokens} "
+        f"usage={'estimated' if estimated else 'reported'} folded={history.folded} "
+        f"history_messages={len(history.messages)}"
+    )
+    if not (history.input_tokens or history.output_tokens or estimated):
+        return result
     total = Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens)
     result.properties.usage = total
     component._token_usage = total
+    if estimated:
+        result = playground.with_usage_estimated(result)
     if result.get_id():
         result = await component._update_stored_message(result)
     return result
@@ -310,7 +368,7 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
     try:
         return await run(agent)
     except Exception as error:
-        if not context_size.is_context_length_error(error):
+        if not _refused_as_too_long(component, error):
             raise
         model_calls = (calls.started if calls else 0) - started_before
         await logger.awarning(
@@ -326,12 +384,28 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
     try:
         result = await run(agent)
     except Exception as error:
-        if not context_size.is_context_length_error(error):
+        if not _refused_as_too_long(component, error):
             raise
         await logger.awarning("session_context_overflow attempt=2 result=refused action=give_up")
         raise ContextTooLongError(CONTEXT_TOO_LONG) from error
     await logger.ainfo("session_context_overflow attempt=2 result=answered")
     return result
+
+
+def _refused_as_too_long(component, error: Exception) -> bool:
+    """The provider's "prompt too long", or an empty stream where the request could overflow the window.
+
+    llama-cpp-python's server answers an overflowing streamed request with an empty 200
+    stream, which LangChain reports as "No generations found in stream"; the Agent always
+    streams. See :func:`context_size.is_probable_overflow` for where an empty stream counts.
+    """
+    if not context_size.is_empty_stream(error):
+        return context_size.is_context_length_error(error)
+    return context_size.is_probable_overflow(
+        error,
+        request_tokens=_request_tokens(component, getattr(component, "chat_history", None) or []),
+        context_window=context_size.context_window(_model_of(component), configured_context_window(component)),
+    )
 
 
 async def _compacted_history(component):

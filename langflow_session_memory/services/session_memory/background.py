@@ -64,6 +64,22 @@ class BackgroundFolds:
         task.add_done_callback(lambda _task: self._running.pop(key, None))
         return True
 
+    async def cancel(self, key: SessionKey, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> bool:
+        """Cancel ``key``'s fold in flight, if any, and wait (bounded) until it has given back its claim.
+
+        A new turn of the session does this first: a model server that serves one request
+        at a time (llama.cpp on a laptop) then answers the user instead of finishing a fold
+        the user waits behind. The fold's stream closes, so the server stops writing it; the
+        turn's answer makes the fold due again.
+        """
+        task = self._running.get(key)
+        if task is None or task.done() or not self.available():
+            return False
+        task.cancel()
+        await asyncio.wait([task], timeout=grace_seconds)
+        await logger.ainfo(f"session_summary_fold_cancelled reason=new_turn session_id={key.session_id!r}")
+        return True
+
     async def settled(self) -> None:
         """Wait until no fold runs: for a caller that must see every fold's result (tests, benchmarks)."""
         while self._running:

@@ -11,10 +11,13 @@ events see all of them and fix our rows in the same transaction:
 - ``after_flush``: a renamed session moves its rows; an edited or deleted folded message
   drops its row's summary (the next turn folds the session again).
 
-A change to a message after the cursor bumps the row's ``version`` instead: a fold whose
-batch was read before the change then loses its compare-and-swap and is redone, so deleted
-or edited text never reaches a summary. An Agent answer being completed in place (its
-stored state was ``partial``) is not an edit.
+A change to a message after the cursor, while a fold holds the session's claim, bumps the
+row's ``version`` instead: that fold, whose batch was read before the change, then loses
+its compare-and-swap and is redone, so deleted or edited text never reaches a summary.
+With no fold in flight the version stays (a fold that starts later reads the change, and
+one between its read and its claim sees it under the claim), so a failed turn, whose
+Agent deletes its partial answer, does not move it. An Agent answer being completed in
+place (its stored state was ``partial``) is not an edit.
 
 Every statement of ours runs in a SAVEPOINT inside Langflow's transaction: if it fails (our
 table is missing, say) it is rolled back alone, logged once as
@@ -156,8 +159,9 @@ def _follow_changes(connection: Connection, oldest_changed: dict[tuple, datetime
     """Keep rows in step with changed (deleted or edited) messages, given the oldest change per chat.
 
     A row whose folded range holds a changed message (at or before the cursor), or whose
-    chat lost every message, is deleted. Any other row of the chat gets a new version, so
-    a fold in flight, whose batch may hold the changed message, cannot commit.
+    chat lost every message, is deleted. Any other row of the chat with a fold in flight
+    (a claim not given back) gets a new version, so that fold, whose batch may hold the
+    changed message, cannot commit.
     """
     chats = list(oldest_changed.items())
     for start in range(0, len(chats), KEYS_PER_STATEMENT):
@@ -167,7 +171,9 @@ def _follow_changes(connection: Connection, oldest_changed: dict[tuple, datetime
         ]
         connection.execute(delete(STATE).where(or_(*covered)))
         connection.execute(
-            update(STATE).where(or_(*(_chat(*chat) for chat, _ in part))).values(version=STATE.c.version + 1)
+            update(STATE)
+            .where(or_(*(_chat(*chat) for chat, _ in part)), STATE.c.fold_claimed_until.is_not(None))
+            .values(version=STATE.c.version + 1)
         )
 
 

@@ -44,6 +44,20 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
     )
 
 
+USAGE_ESTIMATED = "estimated: the model server reported no token counts"
+
+
+def with_usage_estimated(message: Message) -> Message:
+    """The message with its step saying the turn's token figures are estimates (a copy when it has a step)."""
+    if not any(_steps(message.content_blocks)):
+        return message
+    blocks = [
+        _with(block, tool_input={**_field(block, "tool_input"), "usage": USAGE_ESTIMATED}) if _is_step(block) else block
+        for block in message.content_blocks
+    ]
+    return message.model_copy(update={"content_blocks": blocks})
+
+
 def as_markdown(notes: str) -> str:
     """The notes as the Playground renders them: a blank line closes a list before a section header.
 

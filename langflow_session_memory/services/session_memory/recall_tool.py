@@ -8,13 +8,15 @@ steps, and no chat message is stored for it. A failed search answers "unavailabl
 is logged without any text; the turn goes on.
 """
 
+import functools
+import json
 import time
 
 from langchain_core.tools import StructuredTool
 from lfx.log.logger import logger
 from pydantic import BaseModel, Field
 
-from langflow_session_memory.services.session_memory import messages
+from langflow_session_memory.services.session_memory import context_size, messages
 from langflow_session_memory.services.session_memory.agent_history import (
     _memory_turn,
     _with_memory,
@@ -66,6 +68,13 @@ async def with_recall_tool(component, tools):
     tool = recall_tool(component)
     component.set_tools_callbacks([tool], component._get_shared_callbacks())
     return [*(tools or []), tool]
+
+
+@functools.cache
+def recall_tool_tokens() -> int:
+    """The estimated size of the tool's schema, which goes with every request of a turn that offers it."""
+    function = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": SearchQuery.model_json_schema()}
+    return context_size.estimate_tokens(json.dumps({"type": "function", "function": function}))
 
 
 def recall_tool(component) -> StructuredTool:

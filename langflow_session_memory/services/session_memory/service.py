@@ -29,6 +29,7 @@ from langflow_session_memory.services.session_memory.model import SessionKey, Se
 from langflow_session_memory.services.session_memory.planner import (
     FOLD_BATCH_SIZE,
     MAX_BATCHES_PER_TURN,
+    FoldPlan,
     gap_fetch_limit,
     plan_fold,
     raw_window_start,
@@ -45,6 +46,7 @@ SUMMARY_FRAME = (
     "instead of being repeated):\n\n{summary}"
 )
 SUMMARY_ACKNOWLEDGEMENT = "Understood. I will use these notes as context for the rest of the conversation."
+HISTORY_START_NOTE = "(Earlier messages of this conversation are not shown here.)"
 
 COMPACTION_MAX_BATCHES = 10
 # Messages a turn adds behind the window it read: its answer (the input was stored before the read), and a margin.
@@ -58,8 +60,10 @@ class Turn:
     """One Agent turn: whose history, how many raw messages, and the stored input message.
 
     ``context_window`` (tokens, None when unknown) and ``fixed_tokens`` (the estimated
-    system prompt and input) let a turn that would not fit fold early. ``provider`` is the
-    Langflow provider of the model that folds, for Langflow's remediation of refused parameters.
+    system prompt, tools and input) let a turn that would not fit fold early, and keep its
+    request within the window. ``fold_context_window`` is the window of the model that folds
+    (the Agent's, or the Summary Model's). ``provider`` is the Langflow provider of the model
+    that folds, for Langflow's remediation of refused parameters.
     ``folds_after_turn``: a long-lived event loop runs folds after the answer, so routine
     folds leave the turn (see :class:`BackgroundFolds`); otherwise they run inside it.
     """
@@ -71,6 +75,7 @@ class Turn:
     fixed_tokens: int = 0
     provider: str | None = None
     folds_after_turn: bool = False
+    fold_context_window: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,9 @@ class History:
     """What the Agent sends as chat history, what folds cost, and the row it was planned from.
 
     The tokens are this turn's folds plus those of folds that ran after earlier answers
-    and were not reported yet. ``fold_due``: a fold should run after this answer.
+    and were not reported yet; ``tokens_estimated`` when a provider reported no usage for
+    some of them. ``fold_due``: a fold should run after this answer. ``summary`` is the
+    summary sent (empty when none is, or when it had to be left out to fit the window).
     """
 
     messages: list[Message]
@@ -88,6 +95,7 @@ class History:
     output_tokens: int = 0
     state: SessionState | None = None
     fold_due: bool = False
+    tokens_estimated: bool = False
 
 
 class Mode(Enum):
@@ -114,10 +122,17 @@ class _Reading:
 
 @dataclass(frozen=True)
 class _TurnPlan:
-    """The messages sent raw, and the batches to fold first."""
+    """The messages sent raw, the batches to fold first, and whether the summary is sent.
+
+    ``dropped``: unfolded messages older than the window that are neither folded nor sent
+    this turn (a paused session's backlog, or a gap left out to fit the window), and why.
+    """
 
     raw: list[MessageTable]
     batches: tuple[tuple[MessageTable, ...], ...]
+    send_summary: bool = True
+    dropped: int = 0
+    dropped_reason: str = ""
 
 
 @dataclass
@@ -125,6 +140,7 @@ class _FoldCost:
     folded: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    estimated: bool = False
 
     def __bool__(self) -> bool:
         return bool(self.folded or self.input_tokens or self.output_tokens)
@@ -148,7 +164,13 @@ class SessionMemoryService:
         return timedelta(seconds=self.fold_timeout * COMPACTION_MAX_BATCHES) + CLAIM_MARGIN
 
     async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
-        """The history for ``turn``; folding at most once per turn, even when the Agent retries it."""
+        """The history for ``turn``; folding at most once per turn, even when the Agent retries it.
+
+        A fold of this session still running after an earlier answer is cancelled first, so
+        the user is answered before it (see :meth:`BackgroundFolds.cancel`).
+        """
+        if turn.n_messages > 0:
+            await self.background.cancel(turn.key)
         return await self._build(turn, llm, Mode.ROUTINE)
 
     async def compact(self, turn: Turn, llm: BaseChatModel) -> History:
@@ -193,23 +215,31 @@ class SessionMemoryService:
                 folded=folded.folded,
                 input_tokens=cost.input_tokens + folded.input_tokens,
                 output_tokens=cost.output_tokens + folded.output_tokens,
+                estimated=cost.estimated or folded.estimated,
             )
             reading = await self._read(turn)
             plan = self._plan(turn, reading, mode, may_fold=False)
         if cost or attempted:  # a retry of this turn neither folds again nor reports these tokens twice
             self._remember_fold(turn, cost)
+        summary = reading.state.summary if plan.send_summary else ""
+        if plan.dropped:
+            await logger.ainfo(
+                f"session_memory_history_trimmed left_out={plan.dropped} reason={plan.dropped_reason} "
+                f"summary_sent={bool(summary)} session_id={turn.key.session_id!r}"
+            )
         history = [
-            *summary_messages(reading.state.summary, plan.raw),
+            *summary_messages(summary, plan.raw),
             *[await _to_message(row) for row in plan.raw],
         ]
         return History(
             messages=history,
-            summary=reading.state.summary,
+            summary=summary,
             folded=cost.folded,
             input_tokens=cost.input_tokens,
             output_tokens=cost.output_tokens,
             state=reading.state,
             fold_due=self._fold_due(turn, reading, mode),
+            tokens_estimated=cost.estimated,
         )
 
     def _fold_due(self, turn: Turn, reading: _Reading, mode: Mode) -> bool:
@@ -263,42 +293,105 @@ class SessionMemoryService:
         batches, nothing else. Near the context window (early fold) or after the provider
         refused the prompt (compaction), the oldest part of the window is folded too (the
         last batch may be partial) and nothing of the gap is sent; window messages the
-        summary already covers are then simply not sent.
+        summary already covers are then simply not sent. A routine request that would still
+        not fit leaves out the gap, then the summary (see :meth:`_fitted`).
         """
         visible = _visible(turn, reading.window)
         state = reading.state
-        if mode is Mode.COMPACT:
-            raw_start, max_batches = len(visible), COMPACTION_MAX_BATCHES
-        elif mode is Mode.BACKGROUND:
-            raw_start, max_batches = 0, self.max_batches
-        else:
-            raw_start, max_batches = self._early_fold_start(turn, state, visible), self.max_batches
-        to_fold = [row for row in visible[:raw_start] if not _is_folded(row, state)]
+        paused = state.is_paused(self.clock()) or not may_fold
         gap_is_complete = len(reading.gap) < gap_fetch_limit(self.batch_size, self.max_batches)
-        fold = plan_fold(
-            [*reading.gap, *to_fold] if to_fold and gap_is_complete else reading.gap,
-            paused=state.is_paused(self.clock()) or not may_fold,
-            batch_size=self.batch_size,
-            max_batches=max_batches,
-            fold_all=bool(to_fold),
-            folds_after_turn=mode is Mode.ROUTINE and turn.folds_after_turn,
-            whole_gap=gap_is_complete,
+        batching = {"paused": paused, "batch_size": self.batch_size, "whole_gap": gap_is_complete}
+        if mode is Mode.BACKGROUND:
+            return _TurnPlan(raw=[], batches=plan_fold(reading.gap, max_batches=self.max_batches, **batching).batches)
+        if mode is Mode.COMPACT:
+            return self._folding_before(reading, visible, len(visible), COMPACTION_MAX_BATCHES, batching)
+        routine = plan_fold(
+            reading.gap, max_batches=self.max_batches, folds_after_turn=turn.folds_after_turn, **batching
         )
-        return _TurnPlan(raw=[*fold.raw_gap, *visible[raw_start:]], batches=fold.batches)
+        near, raw_start = self._early_fold(turn, state, routine.raw_gap, visible)
+        unfolded_before = any(not _is_folded(row, state) for row in visible[:raw_start])
+        if paused or not near or not (unfolded_before or reading.gap):
+            return self._fitted(turn, state, reading.gap, routine, visible, raw_start)
+        return self._folding_before(reading, visible, raw_start, self.max_batches, batching)
 
-    def _early_fold_start(self, turn: Turn, state: SessionState, visible: list[MessageTable]) -> int:
-        """Where the raw part of the window starts: 0, or later when the prompt nears the context window."""
-        if not turn.context_window or not visible:
-            return 0
-        estimate = (
-            turn.fixed_tokens
-            + context_size.estimate_tokens(state.summary)
-            + context_size.estimated_size(row.text for row in visible)
+    def _folding_before(
+        self, reading: _Reading, visible: list[MessageTable], raw_start: int, max_batches: int, batching: dict
+    ) -> _TurnPlan:
+        """Fold everything older than ``visible[raw_start]`` (the last batch may be partial); send the rest."""
+        to_fold = [row for row in visible[:raw_start] if not _is_folded(row, reading.state)]
+        complete = batching["whole_gap"]
+        fold = plan_fold(
+            [*reading.gap, *to_fold] if complete else reading.gap, max_batches=max_batches, fold_all=True, **batching
         )
+        return _TurnPlan(raw=visible[raw_start:], batches=fold.batches)
+
+    def _fitted(
+        self,
+        turn: Turn,
+        state: SessionState,
+        gap: Sequence[MessageTable],
+        routine: FoldPlan,
+        visible: list[MessageTable],
+        raw_start: int,
+    ) -> _TurnPlan:
+        """A routine request that fits the context window: never beyond the stock Agent's where that fits.
+
+        With the window known, the first of these that fits is sent: the summary, raw gap and
+        window (less what the summary covers before ``raw_start``); the same without the gap;
+        the stock Agent's own window alone; the summary and the window's newest part from
+        ``raw_start``, older messages left out of this turn (a fold could not run for them).
+        """
+        tail = visible[min(raw_start, _folded_prefix(visible, state)) :]
+        newest = visible[raw_start:]
+        choices = [(True, routine.raw_gap, tail), (True, (), tail), (False, (), visible), (True, (), newest)]
+        send_summary, raw_gap, rows = choices[0]
+        if turn.context_window:
+            limit = context_size.EARLY_FOLD_RATIO * turn.context_window
+            send_summary, raw_gap, rows = next(
+                (
+                    (send, raw, kept)
+                    for send, raw, kept in choices
+                    if self._request_tokens(turn, state.summary if send else "", [*raw, *kept]) <= limit
+                ),
+                choices[-1],
+            )
+        sent = {row.id for row in rows}
+        left_out_of_window = sum(1 for row in visible if row.id not in sent and not _is_folded(row, state))
+        left_out_of_gap = len(gap) - sum(len(batch) for batch in routine.batches) - len(raw_gap)
+        if left_out_of_window or len(raw_gap) < len(routine.raw_gap):
+            reason = "context_window"
+        elif state.is_paused(self.clock()):
+            reason = "paused"
+        else:
+            reason = "backlog"
+        return _TurnPlan(
+            raw=[*raw_gap, *rows],
+            batches=routine.batches,
+            send_summary=send_summary,
+            dropped=left_out_of_gap + left_out_of_window,
+            dropped_reason=reason,
+        )
+
+    def _request_tokens(self, turn: Turn, summary: str, rows: Sequence[MessageTable]) -> int:
+        """The estimated size of the whole request: instructions, tools and input, the notes, the messages."""
+        notes = [message.text for message in summary_messages(summary, rows)]
+        return turn.fixed_tokens + context_size.estimated_size([*notes, *(row.text for row in rows)])
+
+    def _early_fold(
+        self, turn: Turn, state: SessionState, raw_gap: Sequence[MessageTable], visible: list[MessageTable]
+    ) -> tuple[bool, int]:
+        """Whether the request nears the context window, and where the raw part of the window then starts.
+
+        Near the window, everything older than the window is folded, and the window's oldest
+        part too where the rest would still not fit.
+        """
+        if not turn.context_window or not visible:
+            return False, 0
+        estimate = self._request_tokens(turn, state.summary, [*raw_gap, *visible])
         # The provider's figure for the last model call is exact but a turn old; the estimate sees a message since.
         size = max(state.last_call_tokens or 0, estimate)
         if size <= context_size.EARLY_FOLD_RATIO * turn.context_window:
-            return 0
+            return False, 0
         budget = int(context_size.TARGET_RATIO * turn.context_window) - turn.fixed_tokens
         start = raw_window_start(
             [context_size.estimate_tokens(row.text) for row in visible],
@@ -310,7 +403,7 @@ class SessionMemoryService:
             f"session_context_early_fold size_before={size} size_after={size_after} "
             f"context_window={turn.context_window} folded_from_window={start} session_id={turn.key.session_id!r}"
         )
-        return start
+        return True, start
 
     async def _read(self, turn: Turn) -> _Reading:
         """The window (the newest N messages), the state row and the unfolded gap before the window.
@@ -395,7 +488,7 @@ class SessionMemoryService:
                     f"session_summary_fold_discarded reason=messages_changed session_id={state.key.session_id!r}"
                 )
                 return _FoldCost()
-            return await self._fold_claimed(state, batches, llm, turn.provider, mode)
+            return await self._fold_claimed(state, batches, llm, turn, mode)
         finally:
             async with self.sessions() as session:
                 await store.release_fold(session, state.key, until)
@@ -406,7 +499,7 @@ class SessionMemoryService:
         state: SessionState,
         batches: Sequence[Sequence[MessageTable]],
         llm: BaseChatModel,
-        provider: str | None,
+        turn: Turn,
         mode: Mode,
     ) -> _FoldCost:
         cost, seen = _FoldCost(), state
@@ -415,7 +508,12 @@ class SessionMemoryService:
             lines = [summarizer.ChatLine(role=row.sender, text=row.text or "") for row in batch]
             try:
                 result = await summarizer.fold(
-                    llm, seen.summary, lines, timeout_seconds=self.fold_timeout, provider=provider
+                    llm,
+                    seen.summary,
+                    lines,
+                    timeout_seconds=self.fold_timeout,
+                    provider=turn.provider,
+                    context_window=turn.fold_context_window,
                 )
                 folded = replace(
                     seen,
@@ -427,10 +525,11 @@ class SessionMemoryService:
                 )
                 won, current = await self._commit(seen, folded)
             except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
-                await self._pause(seen.key, error, mode)
+                await self._pause(seen.key, error, mode, latency_ms=round((time.perf_counter() - started) * 1000))
                 return cost
             cost.input_tokens += result.input_tokens
             cost.output_tokens += result.output_tokens
+            cost.estimated = cost.estimated or result.estimated
             if not won:
                 await self._log_lost(seen, current)
                 return cost
@@ -505,16 +604,22 @@ class SessionMemoryService:
                 return True, replace(new, version=seen.version + 1)
             return False, await store.load(session, seen.key)
 
-    async def _pause(self, key: SessionKey, error: Exception, mode: Mode) -> None:
+    async def _pause(self, key: SessionKey, error: Exception, mode: Mode, *, latency_ms: int) -> None:
         reason = describe(error)
         until = self.clock() + FOLD_PAUSE
         await logger.awarning(
-            f"session_summary_fold_failed mode={mode.runs} session_id={key.session_id!r} reason={reason!r}"
+            f"session_summary_fold_failed mode={mode.runs} latency_ms={latency_ms} session_id={key.session_id!r} "
+            f"reason={reason!r}"
         )
         async with self.sessions() as session:
             await store.pause(session, key, until, reason)
             await session.commit()
         await logger.awarning(f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()}")
+
+
+def _folded_prefix(rows: Sequence[MessageTable], state: SessionState) -> int:
+    """How many of ``rows`` (ascending) the summary covers: those at or before the cursor."""
+    return next((index for index, row in enumerate(rows) if not _is_folded(row, state)), len(rows))
 
 
 def _is_folded(row: MessageTable, state: SessionState) -> bool:
@@ -528,18 +633,23 @@ def _visible(turn: Turn, window: Sequence[MessageTable]) -> list[MessageTable]:
 
 
 def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Message]:
-    """The summary as a user-role message that is never stored, first in the history.
+    """What opens the history: the summary as a user-role message that is never stored.
 
-    When the next message sent is a user message (a stored one, or the current input when
-    nothing with text follows), a short assistant acknowledgement keeps roles alternating for
-    providers that reject two user messages in a row.
+    Roles alternate from a user message, as strict chat templates (Gemma, Mistral) require:
+    when the next message sent is a user message (a stored one, or the current input when
+    nothing with text follows), a short assistant acknowledgement follows the notes. Without
+    notes, a history whose window starts with an answer opens with a short user-role line
+    saying earlier messages are not shown, so the answer is not the first message.
     """
+    first = next((row for row in following if (row.text or "").strip()), None)
     if not summary:
-        return []
+        if _sent_as_user(first):
+            return []
+        return [Message(text=HISTORY_START_NOTE, sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)]
     notes = Message(
         text=SUMMARY_FRAME.format(summary=summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME
     )
-    if not _sent_as_user(next((row for row in following if (row.text or "").strip()), None)):
+    if not _sent_as_user(first):
         return [notes]
     ack = Message(text=SUMMARY_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME)
     return [notes, ack]

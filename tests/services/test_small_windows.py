@@ -1,0 +1,95 @@
+"""Small context windows (a local model's 2,048 to 4,096 tokens), on SQLite and PostgreSQL.
+
+The request a turn sends is estimated whole (instructions, tools, notes, gap, window, input), folded early before
+it overflows, and never larger than the stock Agent's own when folding cannot help; a history cut short says so in
+the log and still opens with a user message.
+"""
+
+import itertools
+from datetime import timedelta
+
+from langflow_session_memory.services.session_memory import context_size, store
+from langflow_session_memory.services.session_memory.service import HISTORY_START_NOTE, Turn
+from tests.chat import ScriptedChatModel, chat_rows, store_rows
+from tests.services.test_service import WINDOW, row
+
+CONTEXT_WINDOW = 3000
+LONG = "a long message about the rollout plan, the customer's questions and the open tickets " * 5  # ~110 tokens
+
+
+def long_gap_session(key, gap: int):
+    """``gap`` long messages older than the window, then a window of short ones; the last row is the input."""
+    rows = chat_rows(key, gap + WINDOW)
+    for message in rows[:gap]:
+        message.text = f"{message.text}: {LONG}"
+    return rows
+
+
+def request_tokens(history, fixed: int = 0) -> int:
+    return fixed + context_size.estimated_size(message.text for message in history.messages)
+
+
+async def pause(sessions, key, clock) -> None:
+    async with sessions.begin() as session:
+        await store.create_if_absent(session, key)
+        await store.pause(session, key, clock.now + timedelta(minutes=10), "TimeoutError")
+
+
+async def test_the_raw_gap_counts_toward_the_early_fold(service, sessions, key):
+    rows = await store_rows(sessions, long_gap_session(key, 30))
+    turn = Turn(key, WINDOW, rows[-1].id, context_window=CONTEXT_WINDOW, folds_after_turn=True)
+    stock_window = [r.text for r in rows[-WINDOW:-1]]
+    assert context_size.estimated_size(r.text for r in rows[:-1]) > CONTEXT_WINDOW  # gap and window overflow
+
+    model = ScriptedChatModel()
+    history = await service.build_history(turn, model)
+
+    assert len(model.calls) == 2  # the gap folded early, its last batch partial
+    assert (await row(sessions, key)).folded_count == 30
+    assert [m.text for m in history.messages][2:] == stock_window
+    assert request_tokens(history) <= context_size.EARLY_FOLD_RATIO * CONTEXT_WINDOW
+
+
+async def test_a_paused_session_near_the_window_sends_no_more_than_the_stock_agent(
+    service, sessions, key, clock, captured_logs
+):
+    rows = await store_rows(sessions, long_gap_session(key, 30))
+    await pause(sessions, key, clock)
+    turn = Turn(key, WINDOW, rows[-1].id, context_window=CONTEXT_WINDOW, folds_after_turn=True)
+
+    history = await service.build_history(turn, ScriptedChatModel())
+
+    stock = rows[-WINDOW:-1]  # what the stock Agent sends at the same N
+    assert [m.text for m in history.messages if m.text != HISTORY_START_NOTE] == [r.text for r in stock]
+    assert request_tokens(history) <= context_size.estimated_size(r.text for r in stock) + 30
+    trimmed = [log["event"] for log in captured_logs if log["event"].startswith("session_memory_history_trimmed")]
+    assert trimmed == [
+        f"session_memory_history_trimmed left_out=30 reason=context_window summary_sent=False "
+        f"session_id={key.session_id!r}"
+    ]
+
+
+async def test_a_paused_backlog_is_left_out_with_a_log_line_and_the_history_opens_with_the_user(
+    service, sessions, key, clock, captured_logs
+):
+    rows = await store_rows(sessions, chat_rows(key, 61 + WINDOW))  # the window starts with an answer
+    await pause(sessions, key, clock)
+
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id, folds_after_turn=True), ScriptedChatModel())
+
+    assert history.messages[0].sender == "User"
+    assert history.messages[0].text == HISTORY_START_NOTE
+    assert [m.text for m in history.messages[1:]] == [r.text for r in rows[-WINDOW:-1]]
+    assert history.messages[1].sender == "Machine"
+    assert any(
+        log["event"].startswith("session_memory_history_trimmed left_out=61 reason=paused") for log in captured_logs
+    )
+
+
+async def test_roles_alternate_from_a_user_message_whatever_is_left_out(service, sessions, key, clock):
+    rows = await store_rows(sessions, chat_rows(key, 61 + WINDOW))
+    await pause(sessions, key, clock)
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id, folds_after_turn=True), ScriptedChatModel())
+    roles = [message.sender for message in history.messages] + ["User"]  # the input follows
+    assert roles[0] == "User"
+    assert all(a != b for a, b in itertools.pairwise(roles))
