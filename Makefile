@@ -52,20 +52,35 @@ run: migrate
 	$(LANGFLOW_ENV) $(BIN)/langflow run --host $(HOST) --port $(PORT)
 
 # The demo and the benchmarks (benchmarks/, results written to docs/); both use fresh databases of their own.
-# `make demo MODEL=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against the real OpenAI model.
+# `make demo MODEL=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against a real model; OPENAI_BASE_URL points
+# it at any OpenAI-compatible server. A slow local model: TURNS= (filler turns), MAX_TOKENS= (the Agent's Max
+# Tokens), CONTEXT= (its context window, declared on the Agent).
 # `make bench BENCH_ARGS=--quick` runs smaller sizes; `.venv/bin/python -m benchmarks.run --help` lists every knob.
-# `make eval` runs the recall eval (docs/eval.md); `make eval QUICK=1` a reduced one; MODEL= as for the demo.
+# `make eval` runs the recall eval (docs/eval.md); `make eval QUICK=1` a reduced one; MODEL=, MAX_TOKENS=, CONTEXT= as
+# for the demo, EVAL_ARGS= for its sizes (`.venv/bin/python -m benchmarks.eval --help`).
 MODEL ?=
 BENCH_ARGS ?=
 QUICK ?=
+TURNS ?=
+MAX_TOKENS ?=
+CONTEXT ?=
+EVAL_ARGS ?=
+MODEL_SETTINGS = $(if $(MODEL),--model $(MODEL)) $(if $(MAX_TOKENS),--agent-max-tokens $(MAX_TOKENS)) \
+	$(if $(CONTEXT),--context-window $(CONTEXT))
 
-.PHONY: demo bench eval
+.PHONY: demo bench eval test-real
 
 demo: install
-	$(BIN)/python -m benchmarks.demo $(if $(MODEL),--model $(MODEL))
+	$(BIN)/python -m benchmarks.demo $(MODEL_SETTINGS) $(if $(TURNS),--filler-turns $(TURNS))
 
 bench: install
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 eval: install
-	$(BIN)/python -m benchmarks.eval $(if $(MODEL),--model $(MODEL)) $(if $(QUICK),--quick)
+	$(BIN)/python -m benchmarks.eval $(MODEL_SETTINGS) $(if $(QUICK),--quick) $(EVAL_ARGS)
+
+# The real-model tier (not part of `make test`): builds llama-cpp-python for the CPU in .venv-real (once; uv keeps
+# the wheel), serves Gemma 3 270M on 127.0.0.2 and runs tests/real_model through the real app. REAL_MODEL_URL=
+# runs the same tests against any OpenAI-compatible server instead (README, "A real model").
+test-real: install
+	$(BIN)/python -m tests.real_model.tier

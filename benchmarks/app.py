@@ -33,9 +33,12 @@ class LangflowApp:
         client.headers["Authorization"] = f"Bearer {token}"
         self.api_key = client.post("/api/v1/api_key/", json={"name": "bench"}).raise_for_status().json()["api_key"]
 
-    def create_flow(self, model: str, *, session_memory: bool = True) -> tuple[str, str]:
+    def create_flow(
+        self, model: str, *, session_memory: bool = True, agent_inputs: dict | None = None
+    ) -> tuple[str, str]:
         """Langflow's "Simple Agent" starter (Chat Input -> Agent -> Chat Output), its Agent swapped for ours
-        unless ``session_memory`` is False; returns (flow id, agent node id)."""
+        unless ``session_memory`` is False; ``agent_inputs`` set the Agent's inputs by name (``max_tokens``, ...).
+        Returns (flow id, agent node id)."""
         import langflow
 
         graph = json.loads(Path(langflow.__file__).parent.joinpath(*STARTER_FLOW).read_text())["data"]
@@ -50,6 +53,9 @@ class LangflowApp:
         template["model"]["value"] = [{"name": model, "provider": "OpenAI", "metadata": {}}]
         template["add_current_date_tool"]["value"] = False
         template["add_calculator_tool"]["value"] = False
+        for input_name, value in (agent_inputs or {}).items():
+            if input_name in template:
+                template[input_name]["value"] = value
         name = "session memory agent" if session_memory else "stock agent"
         flow = self.http.post("/api/v1/flows/", json={"name": name, "data": graph})
         return flow.raise_for_status().json()["id"], agent["id"]

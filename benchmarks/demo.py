@@ -10,8 +10,11 @@ run through tweaks on one flow.
 By default the model is the bundled deterministic server, which answers a recall question
 only with facts present in the request: the answer shows whether the facts reached the
 model. ``--model NAME`` (``make demo MODEL=gpt-4o-mini``) with ``OPENAI_API_KEY`` set uses
-the real OpenAI model instead; token counts then come from the usage Langflow stores on
-the Agent's message.
+a real model instead, OpenAI's or, with ``OPENAI_BASE_URL`` set, any OpenAI-compatible
+server (llama.cpp, Ollama, vLLM, LM Studio; any key); token counts then come from the usage
+Langflow stores on the Agent's message. A slow local model wants a smaller run
+(``--filler-turns``), a small Agent Max Tokens (``--agent-max-tokens``) and its context
+window declared (``--context-window``).
 """
 
 import argparse
@@ -181,22 +184,34 @@ def document(rows: list[DemoRow], *, model: str, real_model: bool, seconds: floa
     )
 
 
+def agent_inputs(arguments) -> dict:
+    """The Agent settings given on the command line (``--agent-max-tokens``, ``--context-window``)."""
+    given = {"max_tokens": arguments.agent_max_tokens, "context_window_tokens": arguments.context_window}
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="a real OpenAI model (needs OPENAI_API_KEY); default: the bundled server")
+    parser.add_argument(
+        "--model",
+        help="a real model (needs OPENAI_API_KEY; OPENAI_BASE_URL points at any OpenAI-compatible server such as "
+        "llama.cpp or Ollama); default: the bundled server",
+    )
     parser.add_argument("--filler-turns", type=int, default=FILLER_TURNS, help="filler turns between fact and question")
+    parser.add_argument("--agent-max-tokens", type=int, help="the Agent's Max Tokens (a slow local model: e.g. 64)")
+    parser.add_argument("--context-window", type=int, help="the model's context window, declared on the Agent")
     parser.add_argument("--docs", type=Path, default=DOCS, help="where demo.md goes")
     arguments = parser.parse_args(argv)
     real_model = bool(arguments.model)
     if real_model and not os.environ.get("OPENAI_API_KEY"):
-        parser.error("--model (make demo MODEL=...) talks to the real OpenAI API and needs OPENAI_API_KEY")
+        parser.error("--model (make demo MODEL=...) talks to a real model and needs OPENAI_API_KEY (any value locally)")
     started = time.perf_counter()
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lsm-demo-", ignore_cleanup_errors=True)))
         server = None if real_model else stack.enter_context(run_in_thread(FakeModelConfig()))
         url = f"sqlite:///{folder / 'langflow.db'}"
         app = stack.enter_context(langflow_app(url, model_base_url=server.base_url if server else None))
-        flow = app.create_flow(arguments.model or "gpt-4o-mini")
+        flow = app.create_flow(arguments.model or "gpt-4o-mini", agent_inputs=agent_inputs(arguments))
         rows = []
         for configuration in CONFIGURATIONS:
             print(f"running {configuration[0]} ...", flush=True)  # noqa: T201

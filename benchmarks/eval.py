@@ -36,6 +36,7 @@ from pathlib import Path
 
 from benchmarks import conversation
 from benchmarks.app import LangflowApp, langflow_app
+from benchmarks.demo import agent_inputs
 from benchmarks.inprocess import FOLD_EVENT
 from langflow_session_memory.testing.fake_openai import (
     SEARCH_TOOL,
@@ -476,6 +477,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--updates", type=int, help="facts changed later")
     parser.add_argument("--filler-turns", type=int, help="filler turns the facts are spread over")
     parser.add_argument("--logs", type=int, help="filler turns that paste a ~5,000-character log")
+    parser.add_argument("--agent-max-tokens", type=int, help="the Agent's Max Tokens (a slow local model: e.g. 64)")
+    parser.add_argument("--context-window", type=int, help="the model's context window, declared on the Agent")
     parser.add_argument("--docs", type=Path, default=DOCS, help=f"where {REPORT} and {FIGURE} go")
     arguments = parser.parse_args(argv)
     base = QUICK if arguments.quick else FULL
@@ -488,7 +491,7 @@ def main(argv: list[str] | None = None) -> None:
     if not (1 <= size.updates**2 <= size.facts <= min(MAX_FACTS, size.filler_turns) and size.logs < size.filler_turns):
         parser.error(f"need 1 <= updates^2 <= facts <= {MAX_FACTS}, facts <= filler turns and logs < filler turns")
     if arguments.model and not os.environ.get("OPENAI_API_KEY"):
-        parser.error("--model (make eval MODEL=...) talks to a real model and needs OPENAI_API_KEY")
+        parser.error("--model (make eval MODEL=...) talks to a real model and needs OPENAI_API_KEY (any value locally)")
     started = time.perf_counter()
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lsm-eval-", ignore_cleanup_errors=True)))
@@ -497,7 +500,10 @@ def main(argv: list[str] | None = None) -> None:
             langflow_app(f"sqlite:///{folder / 'langflow.db'}", model_base_url=server.base_url if server else None)
         )
         model = arguments.model or "gpt-4o-mini"
-        flows = {memory: app.create_flow(model, session_memory=memory) for memory in (False, True)}
+        flows = {
+            memory: app.create_flow(model, session_memory=memory, agent_inputs=agent_inputs(arguments))
+            for memory in (False, True)
+        }
         results = []
         for configuration in CONFIGURATIONS:
             print(f"running {configuration.label} ...", flush=True)  # noqa: T201

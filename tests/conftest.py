@@ -1,12 +1,16 @@
 """Fixtures shared by the database, service and app tests."""
 
 import logging
+import os
 
 import pytest
 import structlog
 from structlog.testing import capture_logs
 
 from tests.databases import BACKENDS, fresh_database, langflow_schema_database
+
+# The real-model tier runs only where a real model is served (``make test-real`` sets this).
+collect_ignore = [] if os.environ.get("REAL_MODEL_URL") else ["real_model"]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -500,7 +500,11 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         stream = bool(body.get("stream"))
         cap = next((body[name] for name in profile.cap_fields if body.get(name)), None)
 
-        await asyncio.sleep((0.0 if stream else config.latency_s) + (config.timeout_s if faults_apply else 0.0))
+        # A streamed answer spends its time inside the stream, as a model writes it token by token: a client
+        # that goes away frees a single-slot server at once. A non-streamed one spends it before answering.
+        delay = config.latency_s + (config.timeout_s if faults_apply else 0.0)
+        if not stream:
+            await asyncio.sleep(delay)
 
         if config.reject_temperature_for_reasoning_models and (problem := temperature_error(body)):
             await record(kind, body, 400, prompt_tokens, 0)
@@ -545,7 +549,7 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         include_usage = profile.usage_in_streams and bool((body.get("stream_options") or {}).get("include_usage"))
         chunks = _stream(base, reply.content, tool_calls, finish_reason, usage if include_usage else None)
         return StreamingResponse(
-            _paced(chunks, config.latency_s, slot if release else None, release), media_type="text/event-stream"
+            _paced(chunks, delay, slot if release else None, release), media_type="text/event-stream"
         )
 
     return app

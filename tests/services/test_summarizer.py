@@ -14,6 +14,7 @@ from langflow_session_memory.services.session_memory.summarizer import (
     FOLD_REASONING_OUTPUT_TOKENS,
     SUMMARY_INSTRUCTIONS,
     ChatLine,
+    RequestTooLongError,
     SummaryRejectedError,
     fold,
     fold_budget,
@@ -271,3 +272,36 @@ async def test_an_openai_compatible_stream_that_ended_without_a_finish_reason_is
     interrupted = AIMessage(content=GOOD, response_metadata={"model_provider": "openai"})
     with pytest.raises(SummaryRejectedError, match="without a finish reason"):
         await fold(ScriptedChatModel(script=[interrupted]), "", BATCH)
+
+
+class SmallWindowModel(ScriptedChatModel):
+    """A server with an undeclared small window: a request over ``limit`` characters is refused, in words or,
+    as llama-cpp-python streams it, with a stream holding nothing."""
+
+    limit: int = 3000
+    empty_stream: bool = False
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+        if sum(len(m.content) for m in messages) > self.limit:
+            self.calls.append("refused")
+            if not self.empty_stream:
+                raise ValueError("This model's maximum context length is 2048 tokens. (context_length_exceeded)")
+            return
+        yield ChatGenerationChunk(message=AIMessageChunk(content=self._generate(messages).generations[0].text))
+
+
+@pytest.mark.parametrize("empty_stream", [False, True])
+async def test_a_fold_request_refused_as_too_long_is_split_until_it_fits(empty_stream):
+    long_batch = [ChatLine("User", f"message {i} " + "word " * 100) for i in range(20)]
+    model = SmallWindowModel(empty_stream=empty_stream)
+    result = await fold(model, "", long_batch)
+    answered = [call for call in model.calls if call != "refused"]
+    assert "refused" in model.calls
+    assert len(answered) > 1
+    assert result.summary.endswith("up to 19")  # every message folded, in order
+
+
+async def test_a_single_message_too_long_for_any_request_fails_the_fold():
+    model = SmallWindowModel(limit=100)
+    with pytest.raises(RequestTooLongError):
+        await fold(model, "", [ChatLine("User", "x" * 5000)])

@@ -401,10 +401,12 @@ def _refused_as_too_long(component, error: Exception) -> bool:
     """
     if not context_size.is_empty_stream(error):
         return context_size.is_context_length_error(error)
+    # Only the builder's own Context Window: a local server behind the OpenAI provider serves under a
+    # cloud model's name, whose LangChain profile claims a window the server does not have.
     return context_size.is_probable_overflow(
         error,
         request_tokens=_request_tokens(component, getattr(component, "chat_history", None) or []),
-        context_window=context_size.context_window(_model_of(component), configured_context_window(component)),
+        context_window=configured_context_window(component) or None,
     )
 
 

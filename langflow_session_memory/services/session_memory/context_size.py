@@ -45,9 +45,10 @@ _CONTEXT_OVERFLOW = re.compile(
     "|".join(re.escape(phrase) for phrase in OVERFLOW_PHRASES) + r"|current length is \d+ while limit is \d+",
     re.IGNORECASE,
 )
-# LangChain's error when a streamed answer held nothing: llama-cpp-python's server answers an
-# overflowing streamed request with an empty 200 stream.
+# LangChain's errors when a streamed answer held nothing (``agenerate`` and ``astream``):
+# llama-cpp-python's server answers an overflowing streamed request with an empty 200 stream.
 EMPTY_STREAM = "No generations found in stream"
+EMPTY_STREAM_WORDINGS = (EMPTY_STREAM, "No generation chunks were returned")
 _DIGIT = re.compile(r"\d")
 # An empty stream counts as an overflow only where the request could be one: this share of the window.
 EMPTY_STREAM_OVERFLOW_RATIO = 0.5
@@ -87,7 +88,7 @@ def is_context_length_error(error: BaseException) -> bool:
 
 def is_empty_stream(error: BaseException) -> bool:
     """True when the model's stream ended without any answer (LangChain's "No generations found in stream")."""
-    return any(EMPTY_STREAM in str(e) for e in _chain(error))
+    return any(wording in str(e) for e in _chain(error) for wording in EMPTY_STREAM_WORDINGS)
 
 
 def is_probable_overflow(error: BaseException, *, request_tokens: int, context_window: int | None) -> bool:

