@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 STAMP := $(VENV)/.installed
-# The database `make migrate`, `make backend` and `make run` use unless LANGFLOW_DATABASE_URL says otherwise.
+# The database `make run`, `make backend`, `make migrate` and `make memory-*` use unless LANGFLOW_DATABASE_URL says otherwise.
 LOCAL_DB := sqlite:///$(CURDIR)/.langflow/langflow.db
 export LANGFLOW_DATABASE_URL ?= $(LOCAL_DB)
 
@@ -30,8 +30,8 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# Our migration only: Langflow creates its database at its first start (and our plugin migrates then).
 migrate: install
-	@mkdir -p .langflow
 	$(BIN)/python -m langflow_session_memory migrate
 
 validate-migrations: install
@@ -45,11 +45,32 @@ LANGFLOW_ENV := LANGFLOW_AUTO_LOGIN=true LANGFLOW_CONFIG_DIR=$(CURDIR)/.langflow
 
 .PHONY: backend run
 
-backend: migrate
+backend: install
+	@mkdir -p .langflow
 	$(LANGFLOW_ENV) $(BIN)/langflow run --backend-only --host $(HOST) --port $(PORT) --workers 1
 
-run: migrate
+run: install
+	@mkdir -p .langflow
 	$(LANGFLOW_ENV) $(BIN)/langflow run --host $(HOST) --port $(PORT)
+
+# A session's notes on the database `make run` uses: FLOW is the id in the flow's URL; SESSION defaults
+# to it, which is the Playground's "Default Session". CONTEXT narrows to one Agent Context ID.
+FLOW ?=
+SESSION ?= $(FLOW)
+CONTEXT ?=
+MEMORY := $(BIN)/python -m langflow_session_memory
+NEED_FLOW = $(if $(FLOW),,$(error FLOW=<flow id> is required: the id in the flow's URL, /flow/<id>))
+
+.PHONY: memory-list memory-show memory-reset
+
+memory-list: install
+	@$(NEED_FLOW)$(MEMORY) list --flow-id '$(FLOW)'
+
+memory-show: install
+	@$(NEED_FLOW)$(MEMORY) show --flow-id '$(FLOW)' --session-id '$(SESSION)' $(if $(CONTEXT),--context-id '$(CONTEXT)')
+
+memory-reset: install
+	@$(NEED_FLOW)$(MEMORY) reset --flow-id '$(FLOW)' --session-id '$(SESSION)' $(if $(CONTEXT),--context-id '$(CONTEXT)')
 
 # The demo and the benchmarks (benchmarks/, results written to docs/); both use fresh databases of their own.
 # `make demo MODEL=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against the real OpenAI model.
