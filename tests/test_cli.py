@@ -176,21 +176,20 @@ def test_the_python_module_answers_a_missing_database_without_a_traceback(tmp_pa
     assert not missing.exists()
 
 
+def run_make(*arguments: str) -> subprocess.CompletedProcess:
+    """``make -s ...`` in the checkout as a user types it (this process's LANGFLOW_DATABASE_URL left out)."""
+    environment = {name: value for name, value in os.environ.items() if name != "LANGFLOW_DATABASE_URL"}
+    return subprocess.run(
+        ["make", "-s", *arguments], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
 def test_make_memory_list_reads_the_database_make_run_uses(tmp_path):
     """``make memory-list`` and ``make run`` share the Makefile's LOCAL_DB (overridden here to a seeded file)."""
     url = f"sqlite:///{tmp_path / 'langflow.db'}"
     seed(url, SessionKey(uuid.UUID(FLOW), uuid.uuid4(), FLOW))
-    environment = {name: value for name, value in os.environ.items() if name != "LANGFLOW_DATABASE_URL"}
 
-    result = subprocess.run(
-        ["make", "-s", "memory-list", f"FLOW={FLOW}", f"LOCAL_DB={url}"],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_make("memory-list", f"FLOW={FLOW}", f"LOCAL_DB={url}")
 
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [f"database: {url} (LANGFLOW_DATABASE_URL)"]
