@@ -40,10 +40,13 @@ validate-migrations: install
 # Langflow with this extension, on the project-local SQLite file unless LANGFLOW_DATABASE_URL is set.
 HOST ?= 127.0.0.1
 PORT ?= 7860
+# DO_NOT_TRACK: Langflow's usage telemetry off (offline, each event logs a ConnectError at ERROR);
+# `make run DO_NOT_TRACK=false` sends it.
+DO_NOT_TRACK ?= true
 LANGFLOW_ENV := LANGFLOW_AUTO_LOGIN=true LANGFLOW_CONFIG_DIR=$(CURDIR)/.langflow/config \
-	LITELLM_LOCAL_MODEL_COST_MAP=True
+	LITELLM_LOCAL_MODEL_COST_MAP=True DO_NOT_TRACK=$(DO_NOT_TRACK)
 
-.PHONY: backend run
+.PHONY: backend run model-server
 
 backend: install
 	@mkdir -p .langflow
@@ -52,6 +55,16 @@ backend: install
 run: install
 	@mkdir -p .langflow
 	$(LANGFLOW_ENV) $(BIN)/langflow run --host $(HOST) --port $(PORT)
+
+# The bundled deterministic model server (OpenAI-compatible) for `make run` without a real model:
+# OPENAI_API_KEY=sk-local OPENAI_BASE_URL=http://127.0.0.2:8765/v1 make run
+MODEL_HOST ?= 127.0.0.2
+MODEL_PORT ?= 8765
+
+model-server: install
+	@echo "bundled model server on http://$(MODEL_HOST):$(MODEL_PORT)/v1 (Ctrl-C stops it); in another terminal:"
+	@echo "  OPENAI_API_KEY=sk-local OPENAI_BASE_URL=http://$(MODEL_HOST):$(MODEL_PORT)/v1 make run"
+	@$(BIN)/python -m langflow_session_memory.testing.fake_openai --host $(MODEL_HOST) --port $(MODEL_PORT)
 
 # A session's notes on the database `make run` uses: FLOW is the id in the flow's URL; SESSION defaults
 # to it, which is the Playground's "Default Session". CONTEXT narrows to one Agent Context ID.
