@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 STAMP := $(VENV)/.installed
-# The database `make migrate`, `make backend` and `make run` use unless LANGFLOW_DATABASE_URL says otherwise.
+# The database `make run`, `make backend`, `make migrate` and `make memory-*` use unless LANGFLOW_DATABASE_URL says otherwise.
 LOCAL_DB := sqlite:///$(CURDIR)/.langflow/langflow.db
 export LANGFLOW_DATABASE_URL ?= $(LOCAL_DB)
 
@@ -30,8 +30,8 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# Our migration only: Langflow creates its database at its first start (and our plugin migrates then).
 migrate: install
-	@mkdir -p .langflow
 	$(BIN)/python -m langflow_session_memory migrate
 
 validate-migrations: install
@@ -40,16 +40,50 @@ validate-migrations: install
 # Langflow with this extension, on the project-local SQLite file unless LANGFLOW_DATABASE_URL is set.
 HOST ?= 127.0.0.1
 PORT ?= 7860
+# DO_NOT_TRACK: Langflow's usage telemetry off (offline, each event logs a ConnectError at ERROR);
+# `make run DO_NOT_TRACK=false` sends it.
+DO_NOT_TRACK ?= true
 LANGFLOW_ENV := LANGFLOW_AUTO_LOGIN=true LANGFLOW_CONFIG_DIR=$(CURDIR)/.langflow/config \
-	LITELLM_LOCAL_MODEL_COST_MAP=True
+	LITELLM_LOCAL_MODEL_COST_MAP=True DO_NOT_TRACK=$(DO_NOT_TRACK)
 
-.PHONY: backend run
+.PHONY: backend run model-server
 
-backend: migrate
+backend: install
+	@mkdir -p .langflow
 	$(LANGFLOW_ENV) $(BIN)/langflow run --backend-only --host $(HOST) --port $(PORT) --workers 1
 
-run: migrate
+run: install
+	@mkdir -p .langflow
 	$(LANGFLOW_ENV) $(BIN)/langflow run --host $(HOST) --port $(PORT)
+
+# The bundled deterministic model server (OpenAI-compatible) for `make run` without a real model:
+# OPENAI_API_KEY=sk-local OPENAI_BASE_URL=http://127.0.0.2:8765/v1 make run
+MODEL_HOST ?= 127.0.0.2
+MODEL_PORT ?= 8765
+
+model-server: install
+	@echo "bundled model server on http://$(MODEL_HOST):$(MODEL_PORT)/v1 (Ctrl-C stops it); in another terminal:"
+	@echo "  OPENAI_API_KEY=sk-local OPENAI_BASE_URL=http://$(MODEL_HOST):$(MODEL_PORT)/v1 make run"
+	@$(BIN)/python -m langflow_session_memory.testing.fake_openai --host $(MODEL_HOST) --port $(MODEL_PORT)
+
+# A session's notes on the database `make run` uses: FLOW is the id in the flow's URL; SESSION defaults
+# to it, which is the Playground's "Default Session". CONTEXT narrows to one Agent Context ID.
+FLOW ?=
+SESSION ?= $(FLOW)
+CONTEXT ?=
+MEMORY := $(BIN)/python -m langflow_session_memory
+NEED_FLOW = $(if $(FLOW),,$(error FLOW=<flow id> is required: the id in the flow's URL, /flow/<id>))
+
+.PHONY: memory-list memory-show memory-reset
+
+memory-list: install
+	@$(NEED_FLOW)$(MEMORY) list --flow-id '$(FLOW)'
+
+memory-show: install
+	@$(NEED_FLOW)$(MEMORY) show --flow-id '$(FLOW)' --session-id '$(SESSION)' $(if $(CONTEXT),--context-id '$(CONTEXT)')
+
+memory-reset: install
+	@$(NEED_FLOW)$(MEMORY) reset --flow-id '$(FLOW)' --session-id '$(SESSION)' $(if $(CONTEXT),--context-id '$(CONTEXT)')
 
 # The demo and the benchmarks (benchmarks/, results written to docs/); both use fresh databases of their own.
 # `make demo MODEL=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against a real model; OPENAI_BASE_URL points

@@ -1,36 +1,35 @@
-"""Operator CLI on Langflow's database (``LANGFLOW_DATABASE_URL`` or ``--url``).
+"""Operator CLI on the database Langflow uses (see ``operator_database`` for how it is found).
 
     python -m langflow_session_memory migrate|status [--url URL]
     python -m langflow_session_memory list  --flow-id F
     python -m langflow_session_memory show  --flow-id F --session-id S [--context-id C] [--owner-id O]
     python -m langflow_session_memory reset --flow-id F --session-id S [--context-id C] [--owner-id O]
 
-Operators see every owner's rows; ``--owner-id`` narrows to one.
+Operators see every owner's rows; ``--owner-id`` narrows to one. The database it opened goes
+to stderr. Exit codes: 0 done, 1 nothing to show or migrations behind, 2 no usable database
+or table (one line on stderr, nothing created).
 """
 
 import argparse
 import asyncio
+import os
 import sys
 from uuid import UUID
 
-from sqlalchemy import make_url, pool
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import async_sessionmaker
 
+from langflow_session_memory import operator_database
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.operator_database import DatabaseProblem, shown
 from langflow_session_memory.services.session_memory import store, summarizer
+from langflow_session_memory.services.session_memory.model import TABLE_NAME
+from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND
 
-
-def langflow_database_url() -> str:
-    """The database Langflow itself would use: ``LANGFLOW_DATABASE_URL`` or its default SQLite file."""
-    from lfx.services.deps import get_settings_service
-
-    return get_settings_service().settings.database_url
+CANNOT = 2
 
 
 async def _on_database(url: str, work):
-    url = runner.async_database_url(url)
-    connect_args = {"prepare_threshold": None} if url.startswith("postgresql") else {}
-    engine = create_async_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
+    engine = runner.database_engine(url)
     try:
         async with async_sessionmaker(engine, expire_on_commit=False)() as session:
             return await work(session)
@@ -94,8 +93,8 @@ def _reset(url: str, arguments) -> int:
     return 0
 
 
-def _migration(url: str, command: str) -> int:
-    where = make_url(url).render_as_string(hide_password=True)
+def _migration(url: str, command: str, table_existed: bool) -> int:
+    where = shown(url)
     before = asyncio.run(runner.current_revision(url))
     if command == "migrate":
         asyncio.run(runner.upgrade(url))
@@ -104,6 +103,11 @@ def _migration(url: str, command: str) -> int:
     if command == "migrate" and before != current:
         created = " (created the table session_memory_state)" if before is None else ""
         print(f"session_memory_state: migrated {before or 'none'} -> {current}{created} on {where}")
+    elif command == "migrate" and not table_existed:
+        print(f"session_memory_state: recreated the table (revision {current} was recorded without it) on {where}")
+    elif current is not None and not table_existed:
+        print(f"session_memory_state: revision {current} is recorded but the table is missing on {where}; run migrate")
+        return 1
     else:
         state = "up to date" if current == head else "behind"
         print(f"session_memory_state: revision {current or 'none'} (head {head}, {state}) on {where}")
@@ -112,7 +116,11 @@ def _migration(url: str, command: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     database = argparse.ArgumentParser(add_help=False)
-    database.add_argument("--url", help="database URL (default: Langflow's own, from LANGFLOW_DATABASE_URL)")
+    database.add_argument(
+        "--url",
+        help="database URL (default: LANGFLOW_DATABASE_URL, else the checkout's .langflow/langflow.db,"
+        " else Langflow's default file; never created)",
+    )
     parser = argparse.ArgumentParser(prog="python -m langflow_session_memory")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", parents=[database], help="bring session_memory_state to the newest revision")
@@ -132,12 +140,35 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _database(url_option: str | None) -> operator_database.DatabaseChoice:
+    candidates = [
+        (operator_database.CHECKOUT_LABEL, operator_database.checkout_database()),
+        (operator_database.DEFAULT_LABEL, operator_database.langflow_default_database()),
+    ]
+    choice = operator_database.choose_database(url_option, os.environ, candidates)
+    operator_database.require_existing_file(choice)
+    return choice
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
-    url = arguments.url or langflow_database_url()
+    try:
+        choice = _database(arguments.url)
+        print(choice.opened_line(), file=sys.stderr)
+        table_exists = asyncio.run(operator_database.has_table(choice.url))
+    except DatabaseProblem as problem:
+        print(problem, file=sys.stderr)
+        return CANNOT
     if arguments.command in ("migrate", "status"):
-        return _migration(url, arguments.command)
-    return {"list": _list, "show": _show, "reset": _reset}[arguments.command](url, arguments)
+        return _migration(choice.url, arguments.command, table_exists)
+    if not table_exists:
+        print(
+            f"no table {TABLE_NAME} in {shown(choice.url)}: start Langflow with this extension once"
+            f" (it migrates at start-up), or run: {MIGRATE_COMMAND}",
+            file=sys.stderr,
+        )
+        return CANNOT
+    return {"list": _list, "show": _show, "reset": _reset}[arguments.command](choice.url, arguments)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``langflow.plugins`` entry point: cleanup listeners, migration, orphan sweep, folds after answers, REST API.
+"""``langflow.plugins`` entry point: cleanup listeners, migration, starter flow, orphan sweep, folds after answers, API.
 
 Langflow never runs ``on_event("startup")`` handlers; a router lifespan does run, after
 Langflow's own migrations, once per worker. A failure is logged and Langflow starts
@@ -11,9 +11,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter
 from lfx.log.logger import logger
+from sqlalchemy.exc import IntegrityError
 
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners, sweep
+from langflow_session_memory.starter_flow import install_starter_flow
 
 SWEEP_INTERVAL_SECONDS = 3600
 
@@ -36,6 +38,18 @@ async def prepare_database() -> bool:
     return True
 
 
+async def add_starter_flow() -> None:
+    """Put "Session Memory Chat" among Langflow's templates; never raises (Langflow starts without it)."""
+    try:
+        action = await install_starter_flow()
+    except IntegrityError:
+        action = "kept reason=created_by_another_worker"  # workers start together; the fixed id lets one insert
+    except Exception as error:  # noqa: BLE001 - Langflow must start even if the template cannot be added
+        await logger.aexception(f"session_memory_starter_flow_failed reason={type(error).__name__}: {error}")
+        return
+    await logger.ainfo(f"session_memory_starter_flow action={action}")
+
+
 async def sweep_periodically(interval_seconds: float = SWEEP_INTERVAL_SECONDS) -> None:
     """Remove rows orphaned behind Langflow's back: now, then every ``interval_seconds``."""
     from lfx.services.deps import session_scope
@@ -52,10 +66,11 @@ async def sweep_periodically(interval_seconds: float = SWEEP_INTERVAL_SECONDS) -
 
 @asynccontextmanager
 async def lifespan(_app):
-    """Migrate and sweep; run folds after answers on this server's loop, and cancel them at shutdown."""
+    """Migrate, add the starter flow, sweep; run folds after answers on this server's loop, cancel them at shutdown."""
     from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
 
     sweeper = asyncio.create_task(sweep_periodically()) if await prepare_database() else None
+    await add_starter_flow()
     background = get_session_memory_service().background
     background.open()
     try:

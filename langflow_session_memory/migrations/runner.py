@@ -56,10 +56,15 @@ def _sqlite_exclusive_transactions(engine: AsyncEngine) -> None:
     event.listen(engine.sync_engine, "begin", on_begin)
 
 
-def _migration_engine(url: str) -> AsyncEngine:
+def database_engine(url: str) -> AsyncEngine:
+    """A short-lived engine on Langflow's database (no pool; PostgreSQL without prepared statements, as Langflow)."""
     url = async_database_url(url)
     connect_args = {"prepare_threshold": None} if url.startswith("postgresql") else {}
-    engine = create_async_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
+    return create_async_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
+
+
+def _migration_engine(url: str) -> AsyncEngine:
+    engine = database_engine(url)
     if engine.dialect.name == "sqlite":
         _sqlite_exclusive_transactions(engine)
     return engine

@@ -44,6 +44,7 @@ SETTLE_TIMEOUT_S = 120  # longer than any fold a test makes (three batches of th
 class LangflowClient:
     def __init__(self, client, *, url: str, backend: str, log_file: str):
         self.http = client
+        self.url = url
         self.log_file = Path(log_file)
         self.backend = backend
         self.engine = database_engine(url)

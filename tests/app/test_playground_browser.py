@@ -1,9 +1,10 @@
-"""The Playground in a real browser: the "Session memory" step shows the notes while the answer is written.
+"""Langflow's UI in a real browser: the README's quick start, and the "Session memory" step while an answer is written.
 
 Chromium comes from the OS packages (``/usr/bin/chromium``; ``.ci/run`` installs it), driven
 by Playwright from PyPI; no browser is ever downloaded. Langflow serves its UI from this
 process (``setup_app``, as ``langflow run`` builds it). Screenshots go to
-``test-artifacts/browser/``: the step always, the whole page on a failure.
+``test-artifacts/browser/``: each step of the quick start and the live step always, the
+whole page on a failure.
 """
 
 import asyncio
@@ -21,7 +22,9 @@ from langflow_session_memory.services.session_memory.playground import NOTES_KEP
 from tests.app.langflow_app import serving_langflow, shared_log_file
 from tests.app.langflow_client import LangflowClient
 from tests.app.test_session_memory_agent import FACT, QUESTION, switch_on_in_flow, talk
+from tests.app.test_starter_flow import STARTER_NAME
 from tests.databases import is_truthy
+from tests.test_cli import run_make
 
 # The browser is checked first, before Langflow spends a minute starting.
 pytestmark = [pytest.mark.app, pytest.mark.browser, pytest.mark.usefixtures("chromium_path")]
@@ -32,6 +35,17 @@ SCREENSHOTS = Path(__file__).parent.parent.parent / "test-artifacts" / "browser"
 MODEL_LATENCY_S = 5.0
 UI_TIMEOUT_MS = 30_000
 FILLER_TURNS = 10  # the fact and 10 turns at N=2: messages 1-20 are folded after the last of them
+# The quick start's chat: the fact and 11 more messages at N=4 fold messages 1-20 after the 12th answer.
+QUICK_START_MESSAGES = 11
+EDITED_NOTES = "Key facts:\n- the customer is GLOBEX\nConversation so far:\n- the user named the customer"
+# Like Langflow's own e2e runs: nothing in the background competes with the test for two cores.
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # as root, Chromium's sandbox cannot start
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +75,10 @@ def langflow_ui(fake_model, tmp_path_factory):
 
 @pytest.fixture
 def page(chromium_path):
-    """A headless Chromium page (as root, Chromium's sandbox cannot start)."""
+    """A headless Chromium page."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         page.set_default_timeout(UI_TIMEOUT_MS)
         expect.set_options(timeout=UI_TIMEOUT_MS)
@@ -113,6 +127,87 @@ def opened_memory_step(page: Page):
     if toggle.get_attribute("aria-expanded") != "true":
         toggle.click()
     return page.locator(f"[id='{toggle.get_attribute('aria-controls')}']")
+
+
+def open_starter_flow(page: Page, address: str) -> str:
+    """The quick start's clicks from Langflow's empty home page to the starter flow; returns the flow's id."""
+    page.goto(address)
+    page.get_by_role("button", name="Create first flow").click()
+    page.get_by_role("button", name="Browse more").click()
+    page.get_by_text("All templates").click()
+    page.get_by_placeholder("Search...").fill("session")
+    template = page.get_by_text(STARTER_NAME, exact=True)
+    expect(template).to_be_visible()
+    page.screenshot(path=SCREENSHOTS / "quick-start-1-template.png")
+    blank_flow = page.url  # "Create first flow" made an empty flow; picking the template makes and opens another
+    template.click()
+    page.wait_for_url(lambda address: address != blank_flow)
+    return re.search(r"/flow/([0-9a-f-]{36})", page.url).group(1)
+
+
+def agent_on_canvas(page: Page):
+    return page.locator(".react-flow__node", has_text="Session Memory Agent")
+
+
+def chat(page: Page, chat_log, message: str, answer: str) -> None:
+    """Send ``message`` in the Playground and wait for the answer to hold ``answer``."""
+    box = page.get_by_placeholder("Send a message...")
+    box.fill(message)
+    box.press("Enter")
+    expect(chat_log).to_contain_text(answer)
+
+
+def new_api_key(page: Page, address: str) -> str:
+    """Settings -> Langflow API Keys -> Add New, as the quick start says; returns the key shown once."""
+    page.goto(f"{address}/settings/api-keys")
+    page.get_by_role("button", name="Add New").click()
+    page.get_by_placeholder("My API Key").fill("quick start")
+    page.get_by_role("button", name="Generate API Key").click()
+    shown = page.get_by_role("dialog").locator("input[value^='sk-']")
+    expect(shown).to_have_count(1)
+    return shown.input_value()
+
+
+def memory(target: str, flow_id: str, url: str) -> str:
+    """``make <target> FLOW=...`` as the quick start runs it, on this test's database; returns its stdout."""
+    result = run_make(target, f"FLOW={flow_id}", f"LOCAL_DB={url}")
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_the_readme_quick_start(langflow_ui, page):
+    """Open the starter flow, chat until a fold, see the step, then read, edit and reset the notes (CLI and REST)."""
+    address, langflow = langflow_ui
+    with whole_page_saved_on_failure(page, "quick-start"):
+        flow_id = open_starter_flow(page, address)
+        agent = agent_on_canvas(page)
+        expect(agent.get_by_role("switch")).to_have_attribute("aria-checked", "true")
+        expect(agent.get_by_role("spinbutton")).to_have_value("4")
+        expect(agent).to_contain_text("gpt-5.4-mini")
+        page.screenshot(path=SCREENSHOTS / "quick-start-2-starter-flow.png")
+
+        page.get_by_role("button", name="Playground").click()
+        chat_log = page.get_by_role("log", name="Chat messages")
+        chat(page, chat_log, FACT, "OK: Our project")
+        for i in range(1, QUICK_START_MESSAGES + 1):
+            chat(page, chat_log, f"hello {i}", f"OK: hello {i}")
+        langflow.settle_folds()  # the fold after the 12th answer, done while the user reads it
+        chat(page, chat_log, QUESTION, "From our conversation: PRJ-123")
+        page.screenshot(path=SCREENSHOTS / "quick-start-3-answer.png")
+        step = opened_memory_step(page)
+        expect(step).to_contain_text("earlier_messages_summarized")
+        expect(step).to_contain_text(f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}")  # Default Session
+        page.screenshot(path=SCREENSHOTS / "quick-start-4-session-memory-step.png")
+        key = new_api_key(page, address)
+
+    assert "PRJ-123" in memory("memory-show", flow_id, langflow.url)
+    notes = f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}"
+    with httpx.Client(base_url=address, headers={"x-api-key": key}, timeout=30) as api:
+        assert "PRJ-123" in api.get(notes).raise_for_status().json()["summary"]
+        api.put(notes, json={"summary": EDITED_NOTES}).raise_for_status()
+        assert "GLOBEX" in api.get(notes).json()["summary"]
+        assert "reset 1 row(s)" in memory("memory-reset", flow_id, langflow.url)
+        assert api.get(notes).status_code == 404
 
 
 def test_the_playground_shows_the_planted_fact_in_the_session_memory_step(langflow_ui, fake_model, page):

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
-from lfx.base.models import model_remediation
+
+# Langflow's remediation registry is imported by the functions that call a model:
+# ``lfx.base.models`` loads Langflow's whole component machinery (half a minute on a busy
+# machine), and the operator CLI imports this module for ``word_count`` alone.
 
 from langflow_session_memory.services.session_memory import context_size
 
@@ -301,6 +304,8 @@ def fold_model(
         update["temperature"] = 0
     elif _profile_refuses_temperature(llm):
         update["temperature"] = None
+    from lfx.base.models import model_remediation
+
     learnt = model_remediation.cached_overrides(provider, _model_name(llm))
     update |= {name: value for name, value in {**learnt, **(overrides or {})}.items() if name in type(llm).model_fields}
     return llm.model_copy(update=update)
@@ -326,6 +331,8 @@ async def _answer(llm: BaseChatModel, provider: str | None, request: list, outpu
     text (matched here, never logged); a fix that works is remembered for the model, as
     Langflow remembers it for the Agent.
     """
+    from lfx.base.models import model_remediation
+
     try:
         return await _invoke(fold_model(llm, provider, output_tokens=output_tokens), request, output_tokens)
     except (SummaryRejectedError, RequestTooLongError):

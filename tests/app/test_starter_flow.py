@@ -1,0 +1,74 @@
+"""The "Session Memory Chat" starter flow through the real app: among Langflow's templates, and it remembers."""
+
+import asyncio
+
+from langflow_session_memory.starter_flow import install_starter_flow, saved_flow
+from tests.app.test_session_memory_agent import FACT, QUESTION, talk
+
+STARTER_NAME = "Session Memory Chat"
+TURNS_BEFORE_THE_QUESTION = 12  # at N=4 the 12th answer leaves 20 older messages: they fold after it
+
+
+def starter_template(langflow) -> dict:
+    """The starter as the Templates dialog receives it."""
+    examples = langflow.http.get("/api/v1/flows/basic_examples/").raise_for_status().json()
+    (template,) = [example for example in examples if example["name"] == STARTER_NAME]
+    return template
+
+
+def agent_node(flow: dict) -> dict:
+    (node,) = [node for node in flow["data"]["nodes"] if node["data"]["type"] == "SessionMemoryAgent"]
+    return node["data"]["node"]
+
+
+def flow_from_template(langflow, template: dict) -> str:
+    """What picking the template in the dialog does: a copy in the user's own project; returns its id."""
+    body = {key: template[key] for key in ("name", "description", "icon", "tags", "data")}
+    return langflow.http.post("/api/v1/flows/", json=body).raise_for_status().json()["id"]
+
+
+def test_the_starter_is_a_template_with_the_switch_on_and_four_recent_messages(langflow):
+    node = agent_node(starter_template(langflow))
+
+    template = node["template"]
+    assert template["summarize_older_messages"]["value"] is True
+    assert template["n_messages"]["value"] == 4
+    assert [(model["name"], model["provider"]) for model in template["model"]["value"]] == [("gpt-5.4-mini", "OpenAI")]
+    installed = langflow.catalogue_entry("SessionMemoryAgent")["template"]
+    assert template["code"]["value"] == installed["code"]["value"]  # the installed component, not a stale copy
+    assert set(installed) <= set(template)
+
+
+def test_the_starter_is_laid_out_left_to_right(langflow):
+    nodes = {node["data"]["type"]: node["position"] for node in starter_template(langflow)["data"]["nodes"]}
+    assert nodes["ChatInput"]["x"] < nodes["SessionMemoryAgent"]["x"] < nodes["ChatOutput"]["x"]
+
+
+def test_a_flow_made_from_the_starter_answers_from_its_notes(langflow):
+    flow_id = flow_from_template(langflow, starter_template(langflow))
+    session_id = flow_id  # the Playground's Default Session
+    langflow.run(flow_id, FACT, session_id=session_id)
+    talk(langflow, flow_id, session_id, TURNS_BEFORE_THE_QUESTION - 1)
+
+    answer = langflow.run(flow_id, QUESTION, session_id=session_id).json()
+
+    assert "PRJ-123" in answer["outputs"][0]["outputs"][0]["results"]["message"]["text"]
+    notes = langflow.http.get(f"/api/v1/session_memory/{flow_id}/sessions/{session_id}").raise_for_status().json()
+    assert notes["folded_count"] == 20
+    assert "PRJ-123" in notes["summary"]
+
+
+def test_another_start_refreshes_the_starter_instead_of_adding_a_second(langflow):
+    loop = _server_loop()
+    assert asyncio.run_coroutine_threadsafe(install_starter_flow(), loop).result(timeout=60) == "updated"
+    assert langflow.sql("SELECT count(*) FROM flow WHERE name = :n AND user_id IS NULL", n=STARTER_NAME) == [(1,)]
+    starter_id = saved_flow()["id"]
+    stored = langflow.sql("SELECT id FROM flow WHERE name = :n AND user_id IS NULL", n=STARTER_NAME)
+    assert [str(row[0]).replace("-", "") for row in stored] == [starter_id.replace("-", "")]
+
+
+def _server_loop():
+    """The app's event loop (the background folds run on it), where Langflow's database session lives."""
+    from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
+
+    return get_session_memory_service().background.loop
