@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from langflow_session_memory.services.session_memory import context_size
+
 # Langflow's remediation registry is imported by the functions that call a model:
 # ``lfx.base.models`` loads Langflow's whole component machinery (half a minute on a busy
 # machine), and the operator CLI imports this module for ``word_count`` alone.
-
-from langflow_session_memory.services.session_memory import context_size
 
 SUMMARY_WORD_LIMIT = 300
 FOLD_TIMEOUT_SECONDS = 60.0
