@@ -26,9 +26,14 @@ def real_model() -> dict:
     }
 
 
+# A fold on one shared CPU core takes 30-120 s (Gemma 3 270M): the operator's knob, as a user of such a model sets it.
+FOLD_TIMEOUT_SECONDS = "240"
+
+
 @pytest.fixture(scope="session")
 def langflow(real_model, tmp_path_factory):
     """Langflow with this extension on SQLite, its OpenAI provider pointed at the real model server."""
+    os.environ.setdefault("SESSION_MEMORY_FOLD_TIMEOUT_SECONDS", FOLD_TIMEOUT_SECONDS)
     home = tmp_path_factory.mktemp("langflow-real")
     log = LangflowLog(shared_log_file(tmp_path_factory))
     with fresh_database("sqlite", home) as url:
