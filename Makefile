@@ -117,4 +117,4 @@ eval: install
 # the wheel), serves Gemma 3 270M on 127.0.0.2 and runs tests/real_model through the real app. REAL_MODEL_URL=
 # runs the same tests against any OpenAI-compatible server instead (README, "A real model").
 test-real: install
-	$(BIN)/python -m tests.real_model.tier
+	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier

