@@ -1,5 +1,6 @@
 """``search_earlier_messages`` on SQLite and PostgreSQL, with real rows in Langflow's message table."""
 
+import time
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -129,6 +130,17 @@ async def test_wildcards_in_the_query_match_only_themselves(sessions, key):
 
     for query in ("file_name", "src/app", "v2.1"):
         assert [m.excerpt for m in await search(sessions, turn, query)] == ["see file_name, src/app, v2.1"]
+
+
+async def test_a_query_with_a_100000_character_word_answers_at_once_and_still_finds(sessions, key):
+    """The model writes the query: one huge word took 70 s to fail on PostgreSQL, and SQLite refused it."""
+    turn = await seed(sessions, key, {3: FACT, 5: "the build hash is " + "q" * 200})
+
+    started = time.perf_counter()
+    matches = await search(sessions, turn, "ZEBRA-42 " + "q" * 100_000)
+
+    assert time.perf_counter() - started < 5  # well under a second when measured alone; generous for a loaded CI
+    assert sorted(match.excerpt[:17] for match in matches) == ["The vault code is", "the build hash is"]
 
 
 async def test_case_does_not_matter(sessions, key):
