@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import delete, event
 
-from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory import messages, store
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionMemoryState, SessionState
 from langflow_session_memory.services.session_memory.service import (
     SUMMARY_ACKNOWLEDGEMENT,
@@ -241,6 +241,29 @@ async def test_a_retry_after_waiting_for_another_workers_fold_does_not_fold(serv
     await service.build_history(turn, model)
 
     assert model.calls == []
+
+
+async def test_a_stored_summary_over_the_cap_is_never_sent_and_the_session_is_folded_again(
+    service, sessions, key, captured_logs
+):
+    """A row written by an older version or by hand: every turn would have failed with it ("no longer fits")."""
+    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    huge = "Key facts:\n- " + "x" * 100_000 + "\nConversation so far:\n- y"
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        folded = replace(seen, summary=huge, cursor=messages.cursor_of(rows[19]), folded_count=20)
+        assert await store.compare_and_swap(session, seen, folded)
+    model = ScriptedChatModel()
+
+    history = await service.build_history(turn, model)
+
+    assert not any("x" * 100 in text for text in texts(history))
+    assert "Current notes:\n(none yet)" in model.calls[0][-1].content  # folded again from the session's start
+    assert model.batch_texts(0)[0].startswith("User: message 0 ")
+    state = await row(sessions, key)
+    assert (state.folded_count, "x" * 100 in state.summary) == (20, False)
+    [reset] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_reset")]
+    assert f"reason=summary_invalid detail='summary has {len(huge)} characters, over the 4000-character cap'" in reset
 
 
 async def test_zero_messages_touches_no_table(clock, key):

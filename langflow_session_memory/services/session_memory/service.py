@@ -313,6 +313,23 @@ class SessionMemoryService:
         return start
 
     async def _read(self, turn: Turn) -> _Reading:
+        """What :meth:`_read_rows` reads, with a summary that may be sent.
+
+        A stored summary that no fold or edit could have written (over a cap, a control
+        character: an older version's, or written by hand) is never sent: the row is reset,
+        logged, and the session is folded again from its start.
+        """
+        reading = await self._read_rows(turn)
+        problem = _invalid_summary(reading.state.summary)
+        if problem is None:
+            return reading
+        await self._reset(reading.state, reason=f"summary_invalid detail={problem!r}")
+        reading = await self._read_rows(turn)
+        if _invalid_summary(reading.state.summary) is not None:  # written again since: leave memory out of this turn
+            raise summarizer.SummaryRejectedError("stored summary is invalid")
+        return reading
+
+    async def _read_rows(self, turn: Turn) -> _Reading:
         """The window (the newest N messages), the state row and the unfolded gap before the window.
 
         One statement reads the newest N + gap-limit unfolded messages with the row, so a turn
@@ -347,11 +364,11 @@ class SessionMemoryService:
         async with self.sessions() as session:
             return await messages.count_through(session, turn.key, state.cursor) != state.folded_count
 
-    async def _reset(self, state: SessionState) -> bool:
-        """Drop a summary whose folded messages changed, so they are folded again from the start.
+    async def _reset(self, state: SessionState, reason: str) -> bool:
+        """Drop a summary whose folded messages changed, or an invalid one: the session is folded again from its start.
 
-        Runs under this worker's claim, so no fold of another worker is in flight; it loses
-        only to a cleanup listener's change, and then the row changed anyway.
+        A compare-and-swap on the row as read: it loses to any change since (another
+        worker's fold, an edit, a cleanup listener), and then the row changed anyway.
         """
         empty = SessionState(key=state.key, paused_until=state.paused_until, last_error=state.last_error)
         async with self.sessions() as session:
@@ -359,7 +376,7 @@ class SessionMemoryService:
             await session.commit()
         if won:
             await logger.awarning(
-                f"session_summary_reset reason=folded_range_changed folded_count={state.folded_count} "
+                f"session_summary_reset reason={reason} folded_count={state.folded_count} "
                 f"session_id={state.key.session_id!r}"
             )
         return won
@@ -384,7 +401,7 @@ class SessionMemoryService:
             return _FoldCost()
         try:
             if state.cursor is not None and await self._folded_range_changed(turn, state):
-                if not await self._reset(state):
+                if not await self._reset(state, reason="folded_range_changed"):
                     return _FoldCost()
                 reading = await self._read(turn)
                 state, batches = reading.state, self._plan(turn, reading, mode, may_fold=True).batches
@@ -515,6 +532,17 @@ class SessionMemoryService:
             await store.pause(session, key, until, reason)
             await session.commit()
         await logger.awarning(f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()}")
+
+
+def _invalid_summary(summary: str) -> str | None:
+    """Why a stored summary must not be sent (it fails an edit's checks), or None; an empty one is no summary."""
+    if not summary:
+        return None
+    try:
+        summarizer.validate_edited_summary(summary)
+    except summarizer.SummaryRejectedError as error:
+        return str(error)
+    return None
 
 
 def _is_folded(row: MessageTable, state: SessionState) -> bool:

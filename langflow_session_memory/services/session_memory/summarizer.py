@@ -7,6 +7,7 @@ nothing of it reaches the chat, the Playground stream or the Agent's tracing.
 import asyncio
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from lfx.base.models import model_remediation
 
 SUMMARY_WORD_LIMIT = 300
+# 300 words of notes take about 2,000 characters; a few huge "words" must not pass the word cap.
+SUMMARY_CHARACTER_LIMIT = 4_000
 FOLD_TIMEOUT_SECONDS = 60.0
 # Lets the bundled test server recognise a fold request; a real model reads it as a tag.
 SUMMARY_REQUEST_MARKER = "SESSION-MEMORY-SUMMARY-REQUEST"
@@ -68,10 +71,34 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
-def _clipped(text: str) -> str:
-    if len(text) <= MAX_CHARACTERS_PER_MESSAGE:
+def _clipped(text: str, limit: int = MAX_CHARACTERS_PER_MESSAGE) -> str:
+    if len(text) <= limit:
         return text
-    return f"{text[:MAX_CHARACTERS_PER_MESSAGE]} [... {len(text) - MAX_CHARACTERS_PER_MESSAGE} more characters]"
+    return f"{text[:limit]} [... {len(text) - limit} more characters]"
+
+
+_UNSTORABLE = {"Cc": "control character", "Cs": "unpaired surrogate"}
+
+
+def check_storable(summary: str) -> None:
+    """Raise unless ``summary`` can be stored and sent as notes, whoever wrote it (a model, a person, by hand).
+
+    At most :data:`SUMMARY_CHARACTER_LIMIT` characters; no control character other than tab
+    and line breaks (PostgreSQL cannot store a NUL) and no unpaired surrogate (not UTF-8);
+    and something visible: zero-width characters alone are an empty summary.
+    """
+    if len(summary) > SUMMARY_CHARACTER_LIMIT:
+        raise SummaryRejectedError(
+            f"summary has {len(summary)} characters, over the {SUMMARY_CHARACTER_LIMIT}-character cap"
+        )
+    for position, character in enumerate(summary):
+        kind = _UNSTORABLE.get(unicodedata.category(character))
+        if kind and character not in "\t\n\r":
+            raise SummaryRejectedError(
+                f"summary contains the {kind} U+{ord(character):04X} at position {position}; remove it"
+            )
+    if all(character.isspace() or unicodedata.category(character) == "Cf" for character in summary):
+        raise SummaryRejectedError("empty summary")
 
 
 def validate_edited_summary(candidate: str) -> str:
@@ -79,6 +106,7 @@ def validate_edited_summary(candidate: str) -> str:
     summary = candidate.strip()
     if not summary:
         raise SummaryRejectedError("empty summary")
+    check_storable(summary)
     words = word_count(summary)
     if words > SUMMARY_WORD_LIMIT:
         raise SummaryRejectedError(f"summary has {words} words, over the {SUMMARY_WORD_LIMIT}-word cap")
@@ -87,7 +115,7 @@ def validate_edited_summary(candidate: str) -> str:
 
 def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
     transcript = "\n".join(f"{line.role}: {_clipped(line.text)}" for line in batch)
-    notes = previous_summary or "(none yet)"
+    notes = _clipped(previous_summary, SUMMARY_CHARACTER_LIMIT) or "(none yet)"
     return [
         SystemMessage(content=SUMMARY_INSTRUCTIONS),
         HumanMessage(content=f"Current notes:\n{notes}\n\nNext messages:\n{transcript}"),
@@ -99,6 +127,7 @@ def validate_summary(candidate: str, *, previous_summary: str, batch: Sequence[C
     summary = candidate.strip()
     if not summary:
         raise SummaryRejectedError("empty summary")
+    check_storable(summary)
     if _ERROR_TEXT.search(summary):
         raise SummaryRejectedError("summary looks like an error text")
     words = word_count(summary)
