@@ -38,6 +38,9 @@ from langflow_session_memory.services.session_memory.reasons import describe
 FOLD_PAUSE = timedelta(minutes=10)
 CLAIM_MARGIN = timedelta(seconds=5)
 CLAIM_POLL_SECONDS = 0.1
+# A turn the provider refused as too long waits at most this for another worker's fold before it
+# compacts with the summary as it is: its user waits already, and a dead worker's claim holds minutes.
+COMPACTION_WAIT_SECONDS = 5.0
 REMEMBERED_TURNS = 1024
 SUMMARY_SENDER_NAME = "Session memory"
 SUMMARY_FRAME = (
@@ -397,7 +400,7 @@ class SessionMemoryService:
         until = await self._claim(state, mode)
         if until is None:
             if mode is Mode.COMPACT or not turn.folds_after_turn:
-                await self._wait_for_fold_elsewhere(state.key)
+                await self._wait_for_fold_elsewhere(state.key, self._longest_wait(mode))
             return _FoldCost()
         try:
             if state.cursor is not None and await self._folded_range_changed(turn, state):
@@ -495,18 +498,26 @@ class SessionMemoryService:
             await session.commit()
         return unchanged
 
-    async def _wait_for_fold_elsewhere(self, key: SessionKey) -> None:
-        """Wait while another worker's claim holds, at most one fold timeout; then the turn reads its row."""
+    def _longest_wait(self, mode: Mode) -> float:
+        """How long a fold inside a turn waits for another worker's: one fold timeout, a compaction a few seconds."""
+        return min(self.fold_timeout, COMPACTION_WAIT_SECONDS) if mode is Mode.COMPACT else self.fold_timeout
+
+    async def _wait_for_fold_elsewhere(self, key: SessionKey, longest: float) -> None:
+        """Wait while another worker's claim holds, at most ``longest`` seconds; then the turn reads its row.
+
+        A claim still held then (a slow fold, or a dead worker's, which runs out by itself) is logged as such.
+        """
         started = time.perf_counter()
-        while time.perf_counter() - started < self.fold_timeout:
+        claimed = True
+        while claimed and time.perf_counter() - started < longest:
             async with self.sessions() as session:
                 current = await store.load(session, key)
-            if current is None or not current.is_claimed(self.clock(), self.longest_claim):
-                break
-            await asyncio.sleep(CLAIM_POLL_SECONDS)
+            claimed = current is not None and current.is_claimed(self.clock(), self.longest_claim)
+            if claimed:
+                await asyncio.sleep(CLAIM_POLL_SECONDS)
         await logger.ainfo(
             f"session_summary_fold_elsewhere waited_ms={round((time.perf_counter() - started) * 1000)} "
-            f"session_id={key.session_id!r}"
+            f"still_claimed={str(claimed).lower()} session_id={key.session_id!r}"
         )
 
     async def _commit(self, seen: SessionState, new: SessionState) -> tuple[bool, SessionState | None]:
