@@ -218,6 +218,23 @@ async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, cl
     assert (await row(sessions, key)).fold_claimed_until is None
 
 
+async def test_a_worker_whose_read_went_stale_before_its_claim_calls_no_model(sessions, key, clock):
+    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    other_worker = SessionMemoryService(sessions=sessions, clock=clock)
+
+    class ReadThenOvertaken(SessionMemoryService):
+        async def _claim(self, state, mode):  # another worker folds and releases between this read and its claim
+            await other_worker.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+            return await super()._claim(state, mode)
+
+    model = ScriptedChatModel()
+    history = await ReadThenOvertaken(sessions=sessions, clock=clock).build_history(turn, model)
+
+    assert model.calls == []
+    assert history.summary != ""  # the other worker's
+    assert (await row(sessions, key)).version == 1
+
+
 async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
     _, turn = await seed(sessions, key, 20 + WINDOW)
     model = ScriptedChatModel()
