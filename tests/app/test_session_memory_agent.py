@@ -193,8 +193,8 @@ def on_the_servers_loop(coroutine):
     return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=60)
 
 
-def test_an_agent_built_without_init_reads_the_stock_history_where_memory_would_apply(langflow):
-    """Built as Langflow's own Agent tests build one (no ``__init__``, so the switch never set): the stock Agent."""
+def test_an_agent_built_without_init_reads_the_stock_history_and_never_tries_memory(langflow):
+    """Built as Langflow's own Agent tests build one (no ``__init__``: the switch never set), on a folded session."""
     session_id = f"bare-{uuid.uuid4()}"
     flow_id, _ = langflow.seeded_folded_session(session_id)  # 24 messages, the first 20 summarized
     graph = SimpleNamespace(session_id=session_id, flow_id=flow_id, user_id=str(langflow.user_id), end_user_id=None)
@@ -205,12 +205,15 @@ def test_an_agent_built_without_init_reads_the_stock_history_where_memory_would_
         agent._vertex = SimpleNamespace(graph=graph)
         return agent
 
+    log_start = len(langflow.log_lines())
     ours = on_the_servers_loop(bare(load_component_class()).get_memory_data())
     stock = on_the_servers_loop(bare(AgentComponent).get_memory_data())
 
     assert [m.text for m in stock][-2:] == ["Turn 11: note code CODE-11.", "OK: Turn 11: note code CODE-11."]
     assert [(m.sender, m.text) for m in ours] == [(m.sender, m.text) for m in stock]
     assert len(ours) == 5
+    logged = langflow.log_lines()[log_start:]
+    assert [line for line in logged if "session_memory_" in line or "session_summary_" in line] == []  # not even tried
 
 
 def test_switch_off_sends_exactly_the_stock_agents_requests(langflow, fake_model):
