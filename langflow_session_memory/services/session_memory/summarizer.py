@@ -77,7 +77,8 @@ def _clipped(text: str, limit: int = MAX_CHARACTERS_PER_MESSAGE) -> str:
     return f"{text[:limit]} [... {len(text) - limit} more characters]"
 
 
-_UNSTORABLE = {"Cc": "control character", "Cs": "unpaired surrogate"}
+# Control characters but tab and line breaks (PostgreSQL cannot store a NUL); unpaired surrogates (not UTF-8).
+_UNSTORABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def check_storable(summary: str) -> None:
@@ -91,12 +92,12 @@ def check_storable(summary: str) -> None:
         raise SummaryRejectedError(
             f"summary has {len(summary)} characters, over the {SUMMARY_CHARACTER_LIMIT}-character cap"
         )
-    for position, character in enumerate(summary):
-        kind = _UNSTORABLE.get(unicodedata.category(character))
-        if kind and character not in "\t\n\r":
-            raise SummaryRejectedError(
-                f"summary contains the {kind} U+{ord(character):04X} at position {position}; remove it"
-            )
+    if unstorable := _UNSTORABLE.search(summary):
+        character = unstorable.group()
+        kind = "unpaired surrogate" if "\ud800" <= character <= "\udfff" else "control character"
+        raise SummaryRejectedError(
+            f"summary contains the {kind} U+{ord(character):04X} at position {unstorable.start()}; remove it"
+        )
     if all(character.isspace() or unicodedata.category(character) == "Cf" for character in summary):
         raise SummaryRejectedError("empty summary")
 
