@@ -2,7 +2,8 @@
 
 Mounted by the plugin under ``/api/v1/session_memory``. A caller reaches only flows it owns
 and, in them, only the rows it owns (its own Playground and API sessions); anything else
-answers 404, so nobody learns that another user's flow or session exists.
+answers 404, so nobody learns that another user's flow or session exists. A database error
+answers 503 with a short reason, never a statement or its parameters.
 """
 
 from datetime import datetime
@@ -10,18 +11,56 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi.routing import APIRoute
 from langflow.api.utils.core import CurrentActiveUser
 from langflow.services.database.models.flow.model import Flow
+from lfx.log.logger import logger
 from pydantic import BaseModel
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from langflow_session_memory.services.session_memory import store, summarizer
 from langflow_session_memory.services.session_memory.agent_history import langflow_database_session
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionMemoryState
+from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND, describe, table_missing
 
-router = APIRouter(prefix="/api/v1/session_memory", tags=["Session Memory"])
 NOT_FOUND = "No session memory here"
+TABLE_MISSING = f"session memory table missing: run `{MIGRATE_COMMAND}`"
+API_FAILED_EVENT = "session_memory_api_failed"
+
+
+class _DatabaseErrorsAnswer503(APIRoute):
+    """A route whose database errors answer 503 with a short reason (see :func:`_unavailable`), logged without text.
+
+    Caught around the endpoint, before any dependency closes: Langflow's session dependency
+    would log the error with its traceback, and its catch-all handler answer 500 with it;
+    the error's text quotes the statement's parameters (a summary being written), and a
+    500 re-raised past the response makes the server drop the client's connection. Our
+    session is closed as the request ends, which rolls its transaction back.
+    """
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def answer_503_on_database_errors(request):
+            try:
+                return await handler(request)
+            except SQLAlchemyError as error:
+                await logger.aerror(f"{API_FAILED_EVENT} reason={describe(error)}")
+                raise _unavailable(error) from None
+
+        return answer_503_on_database_errors
+
+
+def _unavailable(error: SQLAlchemyError) -> HTTPException:
+    """503 with a short reason: how to restore a missing table, else the error's kind (no text)."""
+    if isinstance(error, StatementError) and table_missing(error):
+        return HTTPException(status_code=503, detail=TABLE_MISSING)
+    return HTTPException(status_code=503, detail=f"session memory database error: {describe(error)}")
+
+
+router = APIRouter(prefix="/api/v1/session_memory", tags=["Session Memory"], route_class=_DatabaseErrorsAnswer503)
 
 
 async def _database():
@@ -64,6 +103,8 @@ async def _require_flow(session: AsyncSession, flow_id: UUID, user) -> None:
 
 
 async def _row(session: AsyncSession, flow_id: UUID, user, session_id: str, context_id: str) -> SessionMemoryState:
+    if "\x00" in session_id or "\x00" in context_id:  # PostgreSQL cannot hold a NUL: answered alike on both databases
+        raise HTTPException(status_code=404, detail=NOT_FOUND)
     await _require_flow(session, flow_id, user)
     rows = await store.find(session, flow_id, owner_id=user.id, session_id=session_id, context_id=context_id, limit=1)
     if not rows:
@@ -115,7 +156,10 @@ async def edit_session(
     session: Database,
     context_id: ContextQuery = "",
 ) -> SessionMemory:
-    """Replace the notes (not empty, at most 300 words); clears a pause. The next turn sends them."""
+    """Replace the notes (checked as a fold's are: see ``summarizer.validate_edited_summary``); clears a pause.
+
+    The next turn sends them.
+    """
     row = await _row(session, flow_id, user, session_id, context_id)
     try:
         summary = summarizer.validate_edited_summary(edit.summary)

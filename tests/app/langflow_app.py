@@ -19,8 +19,8 @@ from langflow_session_memory.testing.langflow_env import langflow_environment
 
 # Our events that mean the memory path did not do its job: the Agent fell back to the stock
 # history, the start-up migration failed, a cleanup statement was rolled back, the
-# last model call's size could not be kept, a search of older messages failed, or the starter
-# flow could not be added to Langflow's templates.
+# last model call's size could not be kept, a search of older messages failed, the starter
+# flow could not be added to Langflow's templates, or the REST API met a database error.
 FAILURE_EVENTS = (
     "session_memory_fallback",
     "session_memory_migration_failed",
@@ -28,6 +28,7 @@ FAILURE_EVENTS = (
     "session_memory_call_size_failed",
     "session_memory_search_failed",
     "session_memory_starter_flow_failed",
+    "session_memory_api_failed",
 )
 MIGRATED_EVENT = "session_memory_migrated revision="
 SHOWN_CHARACTERS_PER_LINE = 2000

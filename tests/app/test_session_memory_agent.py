@@ -1,15 +1,24 @@
 """The Session Memory Agent through the real Langflow app and its /api/v1 endpoints."""
 
+import asyncio
+import importlib.util
 import json
 import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
+from lfx.components.models_and_agents.agent import AgentComponent
+
+import langflow_session_memory
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
 from langflow_session_memory.services.session_memory.playground import NOTES_KEPT_OUT, STEP_NAME
 from langflow_session_memory.services.session_memory.service import SUMMARY_FRAME
 
 FACT = "Our project is PRJ-123 on the EU cluster."
 QUESTION = "Which cluster and project were we on?"
 SUMMARY_PREFIX = SUMMARY_FRAME.split("{summary}")[0].strip()
+COMPONENT_FILE = Path(langflow_session_memory.__file__).parent / "components/session_memory/session_memory_agent.py"
 
 
 def chat_requests(fake_model, since: int = 0) -> list[dict]:
@@ -168,6 +177,43 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     answer = response["outputs"][0]["outputs"][0]["results"]["message"]
     [step] = memory_steps(answer["content_blocks"])  # the API's answer carries the step too, without notes
     assert step["output"] == NOTES_KEPT_OUT
+
+
+def load_component_class():
+    """The class as Langflow loads a bundle file: by path, under a synthetic module name."""
+    spec = importlib.util.spec_from_file_location("_lfx_ext_test.session_memory_agent", COMPONENT_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SessionMemoryAgentComponent
+
+
+def on_the_servers_loop(coroutine):
+    """Run ``coroutine`` where Langflow runs a flow's components: on the app's event loop, with its database."""
+    loop = get_session_memory_service().background.loop
+    return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=60)
+
+
+def test_an_agent_built_without_init_reads_the_stock_history_and_never_tries_memory(langflow):
+    """Built as Langflow's own Agent tests build one (no ``__init__``: the switch never set), on a folded session."""
+    session_id = f"bare-{uuid.uuid4()}"
+    flow_id, _ = langflow.seeded_folded_session(session_id)  # 24 messages, the first 20 summarized
+    graph = SimpleNamespace(session_id=session_id, flow_id=flow_id, user_id=str(langflow.user_id), end_user_id=None)
+
+    def bare(cls):
+        agent = cls.__new__(cls)
+        agent.n_messages, agent.context_id, agent.input_value = 5, "", "hello"
+        agent._vertex = SimpleNamespace(graph=graph)
+        return agent
+
+    log_start = len(langflow.log_lines())
+    ours = on_the_servers_loop(bare(load_component_class()).get_memory_data())
+    stock = on_the_servers_loop(bare(AgentComponent).get_memory_data())
+
+    assert [m.text for m in stock][-2:] == ["Turn 11: note code CODE-11.", "OK: Turn 11: note code CODE-11."]
+    assert [(m.sender, m.text) for m in ours] == [(m.sender, m.text) for m in stock]
+    assert len(ours) == 5
+    logged = langflow.log_lines()[log_start:]
+    assert [line for line in logged if "session_memory_" in line or "session_summary_" in line] == []  # not even tried
 
 
 def test_switch_off_sends_exactly_the_stock_agents_requests(langflow, fake_model):

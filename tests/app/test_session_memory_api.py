@@ -1,10 +1,18 @@
 """The REST API under /api/v1/session_memory through the real app: see, correct and reset a summary."""
 
+import asyncio
 import json
 import uuid
+from contextlib import contextmanager
+from datetime import UTC, datetime
 
+import pytest
+from sqlalchemy import text
+
+from langflow_session_memory.api import TABLE_MISSING
+from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.service import SUMMARY_FRAME
-from tests.app.langflow_client import FOLDED_MESSAGES, SEEDED_SUMMARY, STARTER_FLOW
+from tests.app.langflow_client import FOLDED_MESSAGES, SEEDED_SUMMARY, STARTER_FLOW, insert_state_row
 from tests.app.langflow_subjects import Builder, multi_user_mode
 
 SUMMARY_PREFIX = SUMMARY_FRAME.split("{summary}")[0].strip()
@@ -183,3 +191,151 @@ def test_a_connected_summary_model_writes_the_summaries(langflow, fake_model):
     assert {r["body"]["model"] for r in requests if r["kind"] == "summary"} == {"gpt-4.1-mini"}
     assert {r["body"]["model"] for r in requests if r["kind"] == "chat"} == {"gpt-4o-mini"}
     assert langflow.state_rows(flow_id) == [(session_id, 20)]
+
+
+MARKER = "SUMMARY-TEXT-MARKER-5521"
+STATEMENT_WORDS = ("SELECT", "UPDATE", "INSERT", "[SQL", "parameters", "session_memory_state WHERE")
+
+
+def shows_no_statement(response) -> bool:
+    return not any(word in response.text for word in STATEMENT_WORDS)
+
+
+@pytest.mark.parametrize(
+    ("summary", "says"),
+    [
+        (f"Key facts:\n- {MARKER}\x00\nConversation so far:\n- x", "the control character U+0000 at position 37"),
+        (f"Key facts:\n- {MARKER}\x1b[31m\nConversation so far:\n- x", "the control character U+001B at position 37"),
+        ("\u200b\u200d \ufeff", "empty summary"),
+        (
+            f"Key facts:\n- {'x' * 5_000_000} {'y' * 5_000_000}\nConversation so far:\n- x",
+            "over the 4000-character cap",
+        ),
+    ],
+    ids=["nul", "escape", "zero-width", "10MB-of-two-words"],
+)
+def test_a_summary_that_cannot_be_stored_or_sent_is_refused_with_a_clear_422(langflow, summary, says):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    path = f"{API}/{flow_id}/sessions/{session_id}"
+
+    refused = langflow.http.put(path, json={"summary": summary})
+
+    assert refused.status_code == 422, refused.text[:500]
+    assert says in refused.json()["detail"]
+    assert MARKER not in refused.text
+    assert shows_no_statement(refused)
+    assert langflow.http.get(path).json()["summary"] == SEEDED_SUMMARY  # and the next request is served
+
+
+def test_a_session_id_holding_a_nul_is_not_found_on_either_database(langflow):
+    flow_id, _ = langflow.seeded_folded_session(new_session())
+    for method in ("GET", "PUT", "DELETE"):
+        body = {"summary": "Key facts:\n- a\nConversation so far:\n- b"} if method == "PUT" else None
+        response = langflow.http.request(method, f"{API}/{flow_id}/sessions/a%00b", json=body)
+        assert (response.status_code, response.json()["detail"]) == (404, "No session memory here"), method
+
+
+@pytest.mark.expect_log("session_memory_api_failed")
+def test_with_the_table_missing_every_route_answers_503_saying_how_to_restore_it(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    path = f"{API}/{flow_id}/sessions/{session_id}"
+    edit = {"summary": f"Key facts:\n- {MARKER}\nConversation so far:\n- x"}
+    with langflow.engine.begin() as connection:
+        connection.execute(text("DROP TABLE session_memory_state"))
+    try:
+        answers = [
+            langflow.http.get(f"{API}/{flow_id}/sessions"),
+            langflow.http.get(path),
+            langflow.http.put(path, json=edit),
+            langflow.http.delete(path),
+        ]
+    finally:
+        asyncio.run(runner.upgrade(langflow.engine.url.render_as_string(hide_password=False)))
+
+    for answer in answers:
+        assert (answer.status_code, answer.json()) == (503, {"detail": TABLE_MISSING}), answer.text[:500]
+    assert TABLE_MISSING == "session memory table missing: run `python -m langflow_session_memory migrate`"
+    assert langflow.http.get(f"{API}/{flow_id}/sessions").status_code == 200  # the next request is served
+
+
+@contextmanager
+def edits_refused_by_the_database(langflow):
+    """A trigger that fails every UPDATE of our table: a database error whose text quotes the statement's parameters."""
+    if langflow.backend == "sqlite":
+        create = [
+            "CREATE TRIGGER refuse_edits BEFORE UPDATE ON session_memory_state "
+            "BEGIN SELECT RAISE(ABORT, 'edits refused'); END"
+        ]
+        drop = ["DROP TRIGGER refuse_edits"]
+    else:
+        create = [
+            "CREATE FUNCTION refuse_edits() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'edits refused'; END $$ "
+            "LANGUAGE plpgsql",
+            "CREATE TRIGGER refuse_edits BEFORE UPDATE ON session_memory_state "
+            "FOR EACH ROW EXECUTE FUNCTION refuse_edits()",
+        ]
+        drop = ["DROP TRIGGER refuse_edits ON session_memory_state", "DROP FUNCTION refuse_edits()"]
+    with langflow.engine.begin() as connection:
+        for statement in create:
+            connection.execute(text(statement))
+    try:
+        yield
+    finally:
+        with langflow.engine.begin() as connection:
+            for statement in drop:
+                connection.execute(text(statement))
+
+
+@pytest.mark.expect_log("session_memory_api_failed")
+def test_a_database_error_answers_503_with_a_short_reason_and_no_text_in_the_answer_or_the_log(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    path = f"{API}/{flow_id}/sessions/{session_id}"
+    log_start = len(langflow.log_lines())
+
+    with edits_refused_by_the_database(langflow):
+        refused = langflow.http.put(path, json={"summary": f"Key facts:\n- {MARKER}\nConversation so far:\n- x"})
+
+    assert refused.status_code == 503, refused.text[:500]
+    assert refused.json()["detail"].startswith("session memory database error: ")
+    assert MARKER not in refused.text
+    assert shows_no_statement(refused)
+    logged = langflow.log_lines()[log_start:]
+    assert any("session_memory_api_failed reason=" in line for line in logged)
+    assert not [line for line in logged if MARKER in line]
+    assert langflow.http.get(path).json()["summary"] == SEEDED_SUMMARY  # rolled back; the next request is served
+
+
+def test_another_users_rows_in_my_flow_are_not_mine_to_list_read_edit_or_reset(langflow):
+    """A shared or public Playground stores an end user's session in the builder's flow, under that user's id."""
+    session_id, theirs_only = new_session(), new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    end_user = uuid.uuid4()
+    with langflow.engine.begin() as connection:  # written after mine, so theirs is the newest row of the session
+        for their_session in (session_id, theirs_only):
+            insert_state_row(
+                connection,
+                flow_id=flow_id,
+                owner_id=end_user,
+                session_id=their_session,
+                summary=f"Key facts:\n- {MARKER}\nConversation so far:\n- theirs",
+                cursor=(datetime.now(UTC), uuid.uuid4()),
+            )
+    mine, theirs = f"{API}/{flow_id}/sessions/{session_id}", f"{API}/{flow_id}/sessions/{theirs_only}"
+
+    assert [item["session_id"] for item in langflow.http.get(f"{API}/{flow_id}/sessions").json()] == [session_id]
+    assert langflow.http.get(mine).json()["summary"] == SEEDED_SUMMARY
+    assert [langflow.http.request(method, theirs).status_code for method in ("GET", "DELETE")] == [404, 404]
+    edit = {"summary": "Key facts:\n- mine\nConversation so far:\n- mine"}
+    assert langflow.http.put(theirs, json=edit).status_code == 404
+    assert langflow.http.put(mine, json=edit).status_code == 200
+    assert langflow.http.delete(mine).status_code == 204
+
+    left = langflow.sql(
+        "SELECT session_id, summary FROM session_memory_state WHERE session_id IN (:a, :b)", a=session_id, b=theirs_only
+    )
+    assert sorted((session, MARKER in summary) for session, summary in left) == sorted(
+        [(session_id, True), (theirs_only, True)]
+    )

@@ -1,17 +1,26 @@
 """The Langflow adapter's own rules: what a context-length refusal may retry, and reading the switch."""
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
+from lfx.schema.message import Message
+from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory import agent_history
 from langflow_session_memory.services.session_memory.agent_history import (
+    CALLS_ATTRIBUTE,
     CONTEXT_TOO_LONG,
+    HISTORY_ATTRIBUTE,
     ContextTooLongError,
     agent_model,
+    finish_turn,
+    history_with_memory,
     memory_switched_on,
     run_with_context_recovery,
 )
+from langflow_session_memory.services.session_memory.recall_tool import SEARCH_UNAVAILABLE, recall_tool
+from langflow_session_memory.services.session_memory.service import History, SessionMemoryService, Turn
 from tests.chat import ScriptedChatModel
 
 MARKER = "PARTIAL-ANSWER-MARKER-4471"
@@ -70,3 +79,61 @@ def test_the_switch_is_read_like_a_bool_input(value, on):
 
 def test_an_agent_that_never_set_the_switch_has_it_off():
     assert memory_switched_on(SimpleNamespace()) is False
+
+
+TEXT = "WHAT-A-USER-WROTE-6613"
+DATABASE_ERROR = OperationalError(
+    "UPDATE session_memory_state SET summary=:summary", {"summary": TEXT}, Exception(f"disk full near '{TEXT}'")
+)
+
+
+@pytest.fixture
+def broken_database(monkeypatch, key):
+    """Memory applies to the turn, and every statement fails with an error that quotes what a user wrote."""
+
+    def failing_session():
+        raise DATABASE_ERROR
+
+    service = SessionMemoryService(sessions=failing_session)
+    monkeypatch.setattr(agent_history, "get_session_memory_service", lambda: service)
+    monkeypatch.setattr(
+        agent_history, "_memory_turn", lambda _component, **_options: Turn(key, 10, None, context_window=1000)
+    )
+
+
+def running_agent():
+    component = SimpleNamespace(n_messages=10)
+    agent_model(component, ScriptedChatModel())
+    return component
+
+
+async def build_the_history():
+    assert await history_with_memory(running_agent(), stock=lambda: asyncio.sleep(0, result=[])) == []
+
+
+async def search_older_messages():
+    assert await recall_tool(running_agent()).ainvoke({"query": "vault code"}) == SEARCH_UNAVAILABLE
+
+
+async def keep_the_last_calls_size():
+    component = running_agent()
+    setattr(component, HISTORY_ATTRIBUTE, History(messages=[]))
+    getattr(component, CALLS_ATTRIBUTE).last_call_tokens = 900  # 90% of the window: worth keeping
+    await finish_turn(component, Message(text="the answer"))
+
+
+@pytest.mark.parametrize(
+    ("path", "event"),
+    [
+        (build_the_history, "session_memory_fallback"),
+        (search_older_messages, "session_memory_search_failed"),
+        (keep_the_last_calls_size, "session_memory_call_size_failed"),
+    ],
+)
+async def test_a_failure_is_logged_at_error_with_its_kind_and_no_text(broken_database, captured_logs, path, event):
+    await path()
+
+    [failure] = [log for log in captured_logs if log["event"].startswith(event)]
+    assert failure["log_level"] == "error"
+    assert failure["event"] == f"{event} reason=OperationalError driver=Exception"
+    assert not [log for log in captured_logs if TEXT in str(log)]

@@ -29,11 +29,22 @@ class StuckModel(ScriptedChatModel):
 
 
 @pytest.mark.parametrize(
-    ("unfolded", "inline_folds", "raw"),
-    [(0, 0, 0), (19, 0, 19), (20, 0, 20), (40, 0, 40), (41, 1, 21), (61, 2, 21), (79, 2, 39), (200, 2, 0)],
+    ("unfolded", "inline_folds", "raw", "due"),
+    [
+        (0, 0, 0, False),
+        (17, 0, 17, False),  # 17 + 2 (the answer, a margin) = 19: no batch yet
+        (18, 0, 18, True),  # 18 + 2 = 20: a batch once the answer is stored
+        (19, 0, 19, True),
+        (20, 0, 20, True),
+        (40, 0, 40, True),
+        (41, 1, 21, True),
+        (61, 2, 21, True),
+        (79, 2, 39, True),
+        (200, 2, 0, True),
+    ],
 )
 async def test_a_turn_sends_up_to_two_batches_raw_and_folds_only_the_excess(
-    service, sessions, key, unfolded, inline_folds, raw
+    service, sessions, key, unfolded, inline_folds, raw, due
 ):
     rows, turn = await seed(sessions, key, unfolded + WINDOW)
     model = ScriptedChatModel()
@@ -46,7 +57,7 @@ async def test_a_turn_sends_up_to_two_batches_raw_and_folds_only_the_excess(
     assert sent == [r.text for r in rows[20 * inline_folds : 20 * inline_folds + raw]] + [
         r.text for r in rows[unfolded:-1]
     ]
-    assert history.fold_due == (unfolded + 2 >= 20)
+    assert history.fold_due is due
 
 
 async def test_the_fold_after_the_answer_folds_the_gap_and_the_next_turn_reports_its_tokens(

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import delete, select, text
+from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory import cleanup, store
 from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners, sweep
@@ -176,12 +177,16 @@ async def test_raw_sql_delete_leaves_an_orphan_that_the_sweep_removes(sessions):
     assert await state_of(sessions, alive) is not None
 
 
-async def test_a_failure_of_ours_never_fails_langflows_delete(sessions, monkeypatch, captured_logs):
+async def test_a_failure_of_ours_never_fails_langflows_delete_and_is_logged_without_text(
+    sessions, monkeypatch, captured_logs
+):
     key = new_key()
     rows = await folded_chat(sessions, key)
 
-    def broken(*_args):
-        raise RuntimeError("a bug in the extension")
+    def broken(*_args):  # a failed statement of ours: its error quotes the parameters, what a user wrote
+        raise OperationalError(
+            "DELETE FROM session_memory_state WHERE summary = :s", {"s": "USER-TEXT-77"}, Exception("disk full")
+        )
 
     monkeypatch.setattr(cleanup, "_follow_changes", broken)
     await delete_messages(sessions, rows[:3])
@@ -189,4 +194,9 @@ async def test_a_failure_of_ours_never_fails_langflows_delete(sessions, monkeypa
     async with sessions() as session:
         left = (await session.execute(select(MessageTable.id).where(MessageTable.flow_id == key.flow_id))).all()
     assert len(left) == len(rows) - 3  # Langflow's delete committed
-    assert any(log["event"].startswith("session_memory_cleanup_failed action=delete_messages") for log in captured_logs)
+    [failure] = [log for log in captured_logs if log["event"].startswith("session_memory_cleanup_failed")]
+    assert (failure["event"], failure["log_level"]) == (
+        "session_memory_cleanup_failed action=delete_messages reason=OperationalError driver=Exception",
+        "error",
+    )
+    assert not [log for log in captured_logs if "USER-TEXT-77" in str(log)]

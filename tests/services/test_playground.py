@@ -1,5 +1,7 @@
 """The "Session memory" step: what may be stored and handed on (counts, state) and what only the live view shows."""
 
+from datetime import timedelta
+
 from lfx.schema.content_types import ContentBlock, TextContent, ToolContent
 from lfx.schema.legacy_render import render_v1_content_blocks
 from lfx.schema.message import Message
@@ -8,9 +10,12 @@ from langflow_session_memory.services.session_memory.playground import (
     NOTES_KEPT_OUT,
     STEP_NAME,
     as_markdown,
+    memory_step,
     store_without_notes,
     without_notes,
 )
+from langflow_session_memory.services.session_memory.service import Turn
+from tests.chat import ScriptedChatModel, chat_rows, store_rows
 
 NOTES = "Key facts:\n- PRJ-123 on the EU cluster\nConversation so far:\n- the project was named"
 
@@ -83,3 +88,19 @@ def test_a_section_header_after_a_bullet_starts_its_own_paragraph_in_the_playgro
     shown = as_markdown(NOTES)
     assert shown == "Key facts:\n- PRJ-123 on the EU cluster\n\nConversation so far:\n- the project was named"
     assert as_markdown(shown) == shown
+
+
+async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_before_any_notes(
+    service, sessions, key, clock
+):
+    rows = await store_rows(sessions, chat_rows(key, 20 + 10))
+    refusing = ScriptedChatModel(script=["Error: the model is overloaded"])  # the first fold is rejected: a pause
+
+    history = await service.build_history(Turn(key, 10, rows[-1].id), refusing)
+
+    step = memory_step(history, session_id=key.session_id, flow_id=key.flow_id)
+    assert step is not None
+    facts = step.tool_input
+    assert facts["summaries_paused_until"] == (clock.now + timedelta(minutes=10)).isoformat()
+    assert facts["pause_reason"] == "SummaryRejectedError: summary looks like an error text"
+    assert (facts["earlier_messages_summarized"], facts["notes_words"], step.output) == (0, 0, None)

@@ -1,12 +1,15 @@
 """``search_earlier_messages`` on SQLite and PostgreSQL, with real rows in Langflow's message table."""
 
+import time
 import uuid
 from dataclasses import replace
 from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from langchain_core.callbacks import AsyncCallbackHandler
 
+from langflow_session_memory.components.session_memory.session_memory_agent import SessionMemoryAgentComponent
 from langflow_session_memory.services.session_memory import agent_history
 from langflow_session_memory.services.session_memory import recall_tool as recall_tool_module
 from langflow_session_memory.services.session_memory.background import BackgroundFolds
@@ -131,6 +134,17 @@ async def test_wildcards_in_the_query_match_only_themselves(sessions, key):
         assert [m.excerpt for m in await search(sessions, turn, query)] == ["see file_name, src/app, v2.1"]
 
 
+async def test_a_query_with_a_100000_character_word_answers_at_once_and_still_finds(sessions, key):
+    """The model writes the query: one huge word took 70 s to fail on PostgreSQL, and SQLite refused it."""
+    turn = await seed(sessions, key, {3: FACT, 5: "the build hash is " + "q" * 200})
+
+    started = time.perf_counter()
+    matches = await search(sessions, turn, "ZEBRA-42 " + "q" * 100_000)
+
+    assert time.perf_counter() - started < 5  # well under a second when measured alone; generous for a loaded CI
+    assert sorted(match.excerpt[:17] for match in matches) == ["The vault code is", "the build hash is"]
+
+
 async def test_case_does_not_matter(sessions, key):
     turn = await seed(sessions, key, {3: FACT})
     assert len(await search(sessions, turn, "zebra-42 VAULT")) == 1
@@ -213,3 +227,42 @@ async def test_the_tool_is_not_offered_where_memory_does_not_apply(monkeypatch):
 async def test_a_connected_tool_of_the_same_name_wins(memory_applies):
     connected = [SimpleNamespace(name=TOOL_NAME)]
     assert await with_recall_tool(Agent(summarize_older_messages=True), connected) is connected
+
+
+async def test_an_answer_stored_with_the_inputs_timestamp_does_not_move_the_window(sessions, key):
+    """Langflow sets timestamps in Python: the Agent's answer can tie with the input it answers."""
+    edge = SESSION_LENGTH - WINDOW
+    rows = chat_rows(key, SESSION_LENGTH)
+    said(rows, edge, "kiwi inside the window")
+    said(rows, edge - 1, "kiwi just before the window")
+    rows[-1].id = uuid.UUID(int=1)  # the input; the answer below sorts after it: same time, larger id
+    answer = chat_rows(key, 1, first=SESSION_LENGTH)[0]
+    answer.id, answer.timestamp = uuid.UUID(int=2), rows[-1].timestamp
+    await store_rows(sessions, [*rows, answer])
+    turn = Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)
+
+    assert [match.excerpt for match in await search(sessions, turn, "kiwi")] == ["kiwi just before the window"]
+
+
+class Tracing(AsyncCallbackHandler):
+    """What Langflow's tracing hands the Agent: it must see the tool's run under the Agent's."""
+
+    def __init__(self):
+        self.tool_runs = []
+
+    async def on_tool_start(self, serialized, input_str, **kwargs):
+        self.tool_runs.append(serialized["name"])
+
+
+async def test_the_tool_runs_with_the_agents_tracing_callbacks(sessions, key, memory_turn_of, memory_applies):
+    turn = await seed(sessions, key, {3: FACT})
+    memory_turn_of(turn, sessions)
+    tracing = Tracing()
+    agent = SessionMemoryAgentComponent.__new__(SessionMemoryAgentComponent)  # as Langflow's own Agent tests build one
+    agent.summarize_older_messages, agent.shared_callbacks = True, [tracing]
+
+    [tool] = await with_recall_tool(agent, [])
+    answer = await tool.ainvoke({"query": "vault code"})
+
+    assert "ZEBRA-42" in answer
+    assert tracing.tool_runs == [TOOL_NAME]

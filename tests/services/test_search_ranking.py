@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from langflow_session_memory.services.session_memory.search import (
     EXCERPT_CHARACTERS,
+    MAX_KEYWORD_CHARACTERS,
+    MAX_PATTERN_CHARACTERS,
     MAX_RESULTS,
     Candidate,
     answer,
@@ -38,6 +40,17 @@ def test_keywords_are_few_distinct_and_lower_case(query):
     found = keywords(query)
     assert len(found) == len(set(found)) <= 8
     assert all(word == word.lower() and word in query.lower() for word in found)
+
+
+def test_a_huge_word_is_cut_to_its_start_and_the_words_before_it_are_kept():
+    assert keywords("ZEBRA-42 " + "q" * 100_000) == ("zebra-42", "q" * MAX_KEYWORD_CHARACTERS)
+
+
+@given(st.lists(st.text(alphabet="abcdefghij-", min_size=2, max_size=500), max_size=20))
+def test_the_words_sent_to_the_database_stay_within_the_pattern_budget(words):
+    found = keywords(" ".join(words))
+    assert all(len(word) <= MAX_KEYWORD_CHARACTERS for word in found)
+    assert sum(len(word) for word in found) <= MAX_PATTERN_CHARACTERS
 
 
 @given(st.lists(st.lists(WORDS, min_size=1, max_size=4), max_size=12), st.lists(WORDS, min_size=1, max_size=3))

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import delete, event
 
-from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory import messages, store
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionMemoryState, SessionState
 from langflow_session_memory.services.session_memory.service import (
     SUMMARY_ACKNOWLEDGEMENT,
@@ -218,6 +218,23 @@ async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, cl
     assert (await row(sessions, key)).fold_claimed_until is None
 
 
+async def test_a_worker_whose_read_went_stale_before_its_claim_calls_no_model(sessions, key, clock):
+    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    other_worker = SessionMemoryService(sessions=sessions, clock=clock)
+
+    class ReadThenOvertaken(SessionMemoryService):
+        async def _claim(self, state, mode):  # another worker folds and releases between this read and its claim
+            await other_worker.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+            return await super()._claim(state, mode)
+
+    model = ScriptedChatModel()
+    history = await ReadThenOvertaken(sessions=sessions, clock=clock).build_history(turn, model)
+
+    assert model.calls == []
+    assert history.summary != ""  # the other worker's
+    assert (await row(sessions, key)).version == 1
+
+
 async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
     _, turn = await seed(sessions, key, 20 + WINDOW)
     model = ScriptedChatModel()
@@ -241,6 +258,29 @@ async def test_a_retry_after_waiting_for_another_workers_fold_does_not_fold(serv
     await service.build_history(turn, model)
 
     assert model.calls == []
+
+
+async def test_a_stored_summary_over_the_cap_is_never_sent_and_the_session_is_folded_again(
+    service, sessions, key, captured_logs
+):
+    """A row written by an older version or by hand: every turn would have failed with it ("no longer fits")."""
+    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    huge = "Key facts:\n- " + "x" * 100_000 + "\nConversation so far:\n- y"
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        folded = replace(seen, summary=huge, cursor=messages.cursor_of(rows[19]), folded_count=20)
+        assert await store.compare_and_swap(session, seen, folded)
+    model = ScriptedChatModel()
+
+    history = await service.build_history(turn, model)
+
+    assert not any("x" * 100 in text for text in texts(history))
+    assert "Current notes:\n(none yet)" in model.calls[0][-1].content  # folded again from the session's start
+    assert model.batch_texts(0)[0].startswith("User: message 0 ")
+    state = await row(sessions, key)
+    assert (state.folded_count, "x" * 100 in state.summary) == (20, False)
+    [reset] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_reset")]
+    assert f"reason=summary_invalid detail='summary has {len(huge)} characters, over the 4000-character cap'" in reset
 
 
 async def test_zero_messages_touches_no_table(clock, key):

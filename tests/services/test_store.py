@@ -90,6 +90,21 @@ async def test_compare_and_swap_between_two_connections_has_one_winner(sessions)
     assert (winner.summary, winner.version, winner.folded_count, winner.cursor) == ("first", 1, 20, cursor)
 
 
+async def test_a_worker_whose_claim_ran_out_leaves_the_next_workers_claim_alone(sessions):
+    key, now, longest = new_key(), datetime.now(UTC), timedelta(minutes=15)
+    first_until, second_until = now + timedelta(minutes=1), now + timedelta(minutes=3)
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        assert await store.claim_fold(session, seen, first_until, now, longest)
+        later = now + timedelta(minutes=2)  # the first claim ran out: a second worker takes the fold
+        assert await store.claim_fold(session, seen, second_until, later, longest)
+
+        await store.release_fold(session, key, first_until)  # the first worker finishes late
+
+    async with sessions() as session:
+        assert (await store.load(session, key)).fold_claimed_until == second_until
+
+
 async def test_pause_keeps_summary_and_cursor(sessions):
     key = new_key()
     until = datetime.now(UTC) + timedelta(minutes=10)

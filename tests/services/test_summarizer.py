@@ -1,6 +1,7 @@
 """Summary validation and the fold call: what is rejected, and what the model is asked."""
 
 import asyncio
+import re
 
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk
@@ -12,6 +13,7 @@ from langflow_session_memory.services.session_memory.context_size import estimat
 from langflow_session_memory.services.session_memory.summarizer import (
     FOLD_OUTPUT_TOKENS,
     FOLD_REASONING_OUTPUT_TOKENS,
+    SUMMARY_CHARACTER_LIMIT,
     SUMMARY_INSTRUCTIONS,
     ChatLine,
     RequestTooLongError,
@@ -19,7 +21,9 @@ from langflow_session_memory.services.session_memory.summarizer import (
     fold,
     fold_budget,
     fold_model,
+    fold_request,
     transcript_chunks,
+    validate_edited_summary,
     validate_summary,
 )
 from tests.chat import ScriptedChatModel
@@ -55,6 +59,53 @@ def test_notes_about_errors_the_users_discussed_are_accepted():
         "\nConversation so far:\n- users hit the rate limit at 100 requests per second"
     )
     assert validate_summary(notes, previous_summary="", batch=BATCH) == notes
+
+
+def by_model(candidate: str) -> str:
+    return validate_summary(candidate, previous_summary="", batch=BATCH)
+
+
+WRITERS = pytest.mark.parametrize("validate", [by_model, validate_edited_summary], ids=["model", "person"])
+
+
+@WRITERS
+def test_a_few_huge_words_are_over_the_character_cap(validate):
+    huge = f"Key facts:\n- {'x' * 2_000} {'y' * 2_000}\nConversation so far:\n- two words"
+    with pytest.raises(SummaryRejectedError, match=f"has {len(huge)} characters, over the 4000-character cap"):
+        validate(huge)
+
+
+@WRITERS
+@pytest.mark.parametrize(
+    ("character", "named"),
+    [
+        ("\x00", "control character U+0000"),
+        ("\x1b", "control character U+001B"),
+        ("\ud800", "unpaired surrogate U+D800"),
+    ],
+)
+def test_nul_and_other_unstorable_characters_are_refused_with_their_position(validate, character, named):
+    with pytest.raises(SummaryRejectedError, match=re.escape(f"contains the {named} at position 16; remove it")):
+        validate(GOOD.replace("project", f"pro{character}ject", 1))
+
+
+@WRITERS
+def test_zero_width_characters_alone_are_an_empty_summary(validate):
+    with pytest.raises(SummaryRejectedError, match="empty summary"):
+        validate("\u200b \u200d\ufeff\u2060")
+
+
+@WRITERS
+def test_tabs_line_breaks_and_characters_joined_by_zero_width_joiners_are_kept(validate):
+    notes = GOOD.replace("- project", "-\tproject \U0001f469\u200d\U0001f4bb").replace("\n", "\r\n")
+    assert validate(notes) == notes
+
+
+def test_the_fold_request_clips_a_previous_summary_over_the_cap():
+    previous = "x" * (SUMMARY_CHARACTER_LIMIT + 6_000)
+    sent = fold_request(previous, BATCH)[-1].content
+    assert "x" * SUMMARY_CHARACTER_LIMIT + " [... 6000 more characters]" in sent
+    assert "x" * (SUMMARY_CHARACTER_LIMIT + 1) not in sent
 
 
 def test_summary_larger_than_what_it_replaces_and_the_floor_is_rejected():

@@ -157,9 +157,10 @@ def _fold_model_of(component) -> BaseChatModel:
 
 def _fixed_tokens(component) -> int:
     """Estimated tokens the history does not control: instructions, tools and the user's input."""
-    input_text = component.input_value.text if isinstance(component.input_value, Message) else component.input_value
+    given = getattr(component, "input_value", None)
+    input_text = given.text if isinstance(given, Message) else given
     return (
-        context_size.estimate_tokens(component.system_prompt or "")
+        context_size.estimate_tokens(getattr(component, "system_prompt", None) or "")
         + context_size.estimate_tokens(input_text if isinstance(input_text, str) else "")
         + _tools_tokens(component)
     )

@@ -27,7 +27,7 @@ def describe(error: BaseException) -> str:
     if isinstance(error, SummaryRejectedError):
         return f"{type(error).__name__}: {error}"
     if isinstance(error, StatementError):
-        if _TABLE_MISSING.search(str(error.orig)):
+        if table_missing(error):
             return f"table_missing table={TABLE_NAME} fix={MIGRATE_COMMAND!r}"
         return f"{type(error).__name__} driver={type(error.orig).__name__}"
     parts = [type(error).__name__]
@@ -38,3 +38,8 @@ def describe(error: BaseException) -> str:
     if isinstance(code, str) and code.replace("_", "").isalnum() and len(code) <= 64:
         parts.append(f"code={code}")
     return " ".join(parts)
+
+
+def table_missing(error: StatementError) -> bool:
+    """Whether the database said ``session_memory_state`` does not exist (the driver's text, matched, never logged)."""
+    return bool(_TABLE_MISSING.search(str(error.orig)))

@@ -12,6 +12,12 @@ from datetime import UTC, datetime
 
 MAX_RESULTS = 5
 MAX_KEYWORDS = 8
+# The model writes the query: these bound what reaches SQL (PostgreSQL compiles the words into one
+# regex, SQLite refuses a LIKE pattern over 50,000 bytes). A word is cut to its start, which still
+# matches every message holding it; words past the pattern's budget are left out.
+MAX_QUERY_CHARACTERS = 1_000
+MAX_KEYWORD_CHARACTERS = 64
+MAX_PATTERN_CHARACTERS = 256
 EXCERPT_CHARACTERS = 300
 ELLIPSIS = "…"
 # Words a recall question is made of that would match almost every message.
@@ -48,13 +54,21 @@ class Match:
 def keywords(query: str) -> tuple[str, ...]:
     """The query's distinctive words, lower-case, in order, without repeats or stop words.
 
-    IDs keep their inner punctuation (``PRJ-123``, ``v2.1``) so they match as written.
+    IDs keep their inner punctuation (``PRJ-123``, ``v2.1``) so they match as written. Only
+    the query's first :data:`MAX_QUERY_CHARACTERS` are read, each word is cut to
+    :data:`MAX_KEYWORD_CHARACTERS`, and together they hold at most :data:`MAX_PATTERN_CHARACTERS`.
     """
     found: list[str] = []
-    for word in _WORD.findall(query.lower()):
-        if word not in STOP_WORDS and (len(word) > 1 or word.isdigit()) and word not in found:
-            found.append(word)
-    return tuple(found[:MAX_KEYWORDS])
+    budget = MAX_PATTERN_CHARACTERS
+    for word in _WORD.findall(query[:MAX_QUERY_CHARACTERS].lower()):
+        word = word[:MAX_KEYWORD_CHARACTERS]
+        if word in STOP_WORDS or (len(word) == 1 and not word.isdigit()) or word in found:
+            continue
+        if len(word) > budget or len(found) == MAX_KEYWORDS:
+            break
+        found.append(word)
+        budget -= len(word)
+    return tuple(found)
 
 
 def rank(candidates: Sequence[Candidate], words: Sequence[str]) -> list[Match]:

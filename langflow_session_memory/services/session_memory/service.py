@@ -39,6 +39,9 @@ from langflow_session_memory.services.session_memory.reasons import describe
 FOLD_PAUSE = timedelta(minutes=10)
 CLAIM_MARGIN = timedelta(seconds=5)
 CLAIM_POLL_SECONDS = 0.1
+# A turn the provider refused as too long waits at most this for another worker's fold before it
+# compacts with the summary as it is: its user waits already, and a dead worker's claim holds minutes.
+COMPACTION_WAIT_SECONDS = 5.0
 REMEMBERED_TURNS = 1024
 SUMMARY_SENDER_NAME = "Session memory"
 SUMMARY_FRAME = (
@@ -406,6 +409,23 @@ class SessionMemoryService:
         return True, start
 
     async def _read(self, turn: Turn) -> _Reading:
+        """What :meth:`_read_rows` reads, with a summary that may be sent.
+
+        A stored summary that no fold or edit could have written (over a cap, a control
+        character: an older version's, or written by hand) is never sent: the row is reset,
+        logged, and the session is folded again from its start.
+        """
+        reading = await self._read_rows(turn)
+        problem = _invalid_summary(reading.state.summary)
+        if problem is None:
+            return reading
+        await self._reset(reading.state, reason=f"summary_invalid detail={problem!r}")
+        reading = await self._read_rows(turn)
+        if _invalid_summary(reading.state.summary) is not None:  # written again since: leave memory out of this turn
+            raise summarizer.SummaryRejectedError("stored summary is invalid")
+        return reading
+
+    async def _read_rows(self, turn: Turn) -> _Reading:
         """The window (the newest N messages), the state row and the unfolded gap before the window.
 
         One statement reads the newest N + gap-limit unfolded messages with the row, so a turn
@@ -440,11 +460,11 @@ class SessionMemoryService:
         async with self.sessions() as session:
             return await messages.count_through(session, turn.key, state.cursor) != state.folded_count
 
-    async def _reset(self, state: SessionState) -> bool:
-        """Drop a summary whose folded messages changed, so they are folded again from the start.
+    async def _reset(self, state: SessionState, reason: str) -> bool:
+        """Drop a summary whose folded messages changed, or an invalid one: the session is folded again from its start.
 
-        Runs under this worker's claim, so no fold of another worker is in flight; it loses
-        only to a cleanup listener's change, and then the row changed anyway.
+        A compare-and-swap on the row as read: it loses to any change since (another
+        worker's fold, an edit, a cleanup listener), and then the row changed anyway.
         """
         empty = SessionState(key=state.key, paused_until=state.paused_until, last_error=state.last_error)
         async with self.sessions() as session:
@@ -452,7 +472,7 @@ class SessionMemoryService:
             await session.commit()
         if won:
             await logger.awarning(
-                f"session_summary_reset reason=folded_range_changed folded_count={state.folded_count} "
+                f"session_summary_reset reason={reason} folded_count={state.folded_count} "
                 f"session_id={state.key.session_id!r}"
             )
         return won
@@ -473,11 +493,11 @@ class SessionMemoryService:
         until = await self._claim(state, mode)
         if until is None:
             if mode is Mode.COMPACT or not turn.folds_after_turn:
-                await self._wait_for_fold_elsewhere(state.key)
+                await self._wait_for_fold_elsewhere(state.key, self._longest_wait(mode))
             return _FoldCost()
         try:
             if state.cursor is not None and await self._folded_range_changed(turn, state):
-                if not await self._reset(state):
+                if not await self._reset(state, reason="folded_range_changed"):
                     return _FoldCost()
                 reading = await self._read(turn)
                 state, batches = reading.state, self._plan(turn, reading, mode, may_fold=True).batches
@@ -577,18 +597,26 @@ class SessionMemoryService:
             await session.commit()
         return unchanged
 
-    async def _wait_for_fold_elsewhere(self, key: SessionKey) -> None:
-        """Wait while another worker's claim holds, at most one fold timeout; then the turn reads its row."""
+    def _longest_wait(self, mode: Mode) -> float:
+        """How long a fold inside a turn waits for another worker's: one fold timeout, a compaction a few seconds."""
+        return min(self.fold_timeout, COMPACTION_WAIT_SECONDS) if mode is Mode.COMPACT else self.fold_timeout
+
+    async def _wait_for_fold_elsewhere(self, key: SessionKey, longest: float) -> None:
+        """Wait while another worker's claim holds, at most ``longest`` seconds; then the turn reads its row.
+
+        A claim still held then (a slow fold, or a dead worker's, which runs out by itself) is logged as such.
+        """
         started = time.perf_counter()
-        while time.perf_counter() - started < self.fold_timeout:
+        claimed = True
+        while claimed and time.perf_counter() - started < longest:
             async with self.sessions() as session:
                 current = await store.load(session, key)
-            if current is None or not current.is_claimed(self.clock(), self.longest_claim):
-                break
-            await asyncio.sleep(CLAIM_POLL_SECONDS)
+            claimed = current is not None and current.is_claimed(self.clock(), self.longest_claim)
+            if claimed:
+                await asyncio.sleep(CLAIM_POLL_SECONDS)
         await logger.ainfo(
             f"session_summary_fold_elsewhere waited_ms={round((time.perf_counter() - started) * 1000)} "
-            f"session_id={key.session_id!r}"
+            f"still_claimed={str(claimed).lower()} session_id={key.session_id!r}"
         )
 
     async def _commit(self, seen: SessionState, new: SessionState) -> tuple[bool, SessionState | None]:
@@ -620,6 +648,17 @@ class SessionMemoryService:
 def _folded_prefix(rows: Sequence[MessageTable], state: SessionState) -> int:
     """How many of ``rows`` (ascending) the summary covers: those at or before the cursor."""
     return next((index for index, row in enumerate(rows) if not _is_folded(row, state)), len(rows))
+
+
+def _invalid_summary(summary: str) -> str | None:
+    """Why a stored summary must not be sent (it fails an edit's checks), or None; an empty one is no summary."""
+    if not summary:
+        return None
+    try:
+        summarizer.validate_edited_summary(summary)
+    except summarizer.SummaryRejectedError as error:
+        return str(error)
+    return None
 
 
 def _is_folded(row: MessageTable, state: SessionState) -> bool:

@@ -11,6 +11,7 @@ serves one request at a time is free for the user's next turn at once.
 
 import asyncio
 import re
+import unicodedata
 from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from langflow_session_memory.services.session_memory import context_size
 # machine), and the operator CLI imports this module for ``word_count`` alone.
 
 SUMMARY_WORD_LIMIT = 300
+# 300 words of notes take about 2,000 characters; a few huge "words" must not pass the word cap.
+SUMMARY_CHARACTER_LIMIT = 4_000
 FOLD_TIMEOUT_SECONDS = 60.0
 SECTION_HEADINGS = ("Key facts", "Conversation so far")
 # A pasted log or a tool dump must not make the fold request itself overflow the context.
@@ -155,11 +158,37 @@ def _clipped(text: str, limit: int = MAX_CHARACTERS_PER_MESSAGE) -> str:
     return f"{text[:limit]} [... {len(text) - limit} more characters]"
 
 
+# Control characters but tab and line breaks (PostgreSQL cannot store a NUL); unpaired surrogates (not UTF-8).
+_UNSTORABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def check_storable(summary: str) -> None:
+    """Raise unless ``summary`` can be stored and sent as notes, whoever wrote it (a model, a person, by hand).
+
+    At most :data:`SUMMARY_CHARACTER_LIMIT` characters; no control character other than tab
+    and line breaks (PostgreSQL cannot store a NUL) and no unpaired surrogate (not UTF-8);
+    and something visible: zero-width characters alone are an empty summary.
+    """
+    if len(summary) > SUMMARY_CHARACTER_LIMIT:
+        raise SummaryRejectedError(
+            f"summary has {len(summary)} characters, over the {SUMMARY_CHARACTER_LIMIT}-character cap"
+        )
+    if unstorable := _UNSTORABLE.search(summary):
+        character = unstorable.group()
+        kind = "unpaired surrogate" if "\ud800" <= character <= "\udfff" else "control character"
+        raise SummaryRejectedError(
+            f"summary contains the {kind} U+{ord(character):04X} at position {unstorable.start()}; remove it"
+        )
+    if all(character.isspace() or unicodedata.category(character) == "Cf" for character in summary):
+        raise SummaryRejectedError("empty summary")
+
+
 def validate_edited_summary(candidate: str) -> str:
     """A person's notes, checked like a fold's where it applies: not empty, at most the word cap."""
     summary = candidate.strip()
     if not summary:
         raise SummaryRejectedError("empty summary")
+    check_storable(summary)
     words = word_count(summary)
     if words > SUMMARY_WORD_LIMIT:
         raise SummaryRejectedError(f"summary has {words} words, over the {SUMMARY_WORD_LIMIT}-word cap")
@@ -168,7 +197,7 @@ def validate_edited_summary(candidate: str) -> str:
 
 def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
     transcript = "\n".join(f"{line.role}: {_clipped(line.text)}" for line in batch)
-    notes = previous_summary or "(none yet)"
+    notes = _clipped(previous_summary, SUMMARY_CHARACTER_LIMIT) or "(none yet)"
     return [
         SystemMessage(content=SUMMARY_INSTRUCTIONS),
         HumanMessage(content=f"Current notes:\n{notes}\n\nNext messages:\n{transcript}"),
@@ -180,6 +209,7 @@ def validate_summary(candidate: str, *, previous_summary: str, batch: Sequence[C
     summary = normalized_headings(candidate.strip())
     if not summary:
         raise SummaryRejectedError("empty summary")
+    check_storable(summary)
     if _ERROR_TEXT.search(summary):
         raise SummaryRejectedError("summary looks like an error text")
     words = word_count(summary)
