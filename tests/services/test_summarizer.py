@@ -118,8 +118,9 @@ def test_summary_larger_than_what_it_replaces_and_the_floor_is_rejected():
 def test_notes_on_a_batch_of_short_messages_may_be_longer_than_the_batch():
     acknowledgements = [ChatLine("User" if i % 2 == 0 else "Machine", "ok") for i in range(20)]
     notes = (
-        "Key facts:\n- no new facts; the user only acknowledged the answers\n"
-        "Conversation so far:\n- the user and the assistant exchanged twenty short acknowledgements"
+        "Key facts:\n- no new facts; the user only acknowledged the answers one by one\n"
+        "Conversation so far:\n- the user and the assistant exchanged twenty short acknowledgements\n"
+        "- the user confirmed each step of the plan with a single word and asked nothing new"
     )
     assert validate_summary(notes, previous_summary="", batch=acknowledgements) == notes
 
