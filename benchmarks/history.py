@@ -95,7 +95,8 @@ async def measure(backend: str, lengths: tuple[int, ...], repeats: int, warmup: 
     from sqlalchemy.ext.asyncio import async_sessionmaker
     from sqlmodel.ext.asyncio.session import AsyncSession
 
-    from langflow_session_memory.services.session_memory.service import SessionMemoryService, Turn
+    from langflow_session_memory.services.session_memory.service import SessionMemoryService
+    from langflow_session_memory.services.session_memory.turn import Turn
 
     engine = get_db_service().engine
     seeding = async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)

@@ -66,7 +66,7 @@ async def _serve(url: str, runtime: Runtime, work: Callable[[Runtime], Awaitable
     from langflow.services.utils import initialize_services, teardown_services
 
     from langflow_session_memory.migrations import runner
-    from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
+    from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 
     await initialize_services()
     if migrate:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from benchmarks import conversation
 from benchmarks.history import p95
 from benchmarks.inprocess import FOLD_EVENT, AgentConfig, GraphAgent, Runtime, run_with_langflow
-from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
+from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.testing.fake_openai import FakeModelConfig
 
 N_MESSAGES = 10

@@ -36,7 +36,7 @@ from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.model import SessionKey
 from langflow_session_memory.services.session_memory.recall_tool import find_earlier
 from langflow_session_memory.services.session_memory.search import keywords
-from langflow_session_memory.services.session_memory.service import Turn
+from langflow_session_memory.services.session_memory.turn import Turn
 
 N_MESSAGES = 10
 INSERT_CHUNK = 5_000

@@ -1,8 +1,9 @@
 """``langflow.plugins`` entry point: cleanup listeners, migration, starter flow, orphan sweep, folds after answers, API.
 
 Langflow never runs ``on_event("startup")`` handlers; a router lifespan does run, after
-Langflow's own migrations, once per worker. A failure is logged and Langflow starts
-anyway: the Agent then falls back to its stock history (see ``agent_history``).
+Langflow's own migrations, once per worker. A failure is logged (its kind, never its
+text: see ``reasons``) and Langflow starts anyway: the Agent then falls back to its stock
+history (see ``agent_turn``).
 """
 
 import asyncio
@@ -15,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners, sweep
+from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.starter_flow import install_starter_flow
 
 SWEEP_INTERVAL_SECONDS = 3600
@@ -30,7 +32,7 @@ async def prepare_database() -> bool:
         await asyncio.to_thread(runner.migrate, url)
         revision = await runner.current_revision(url)
     except Exception as error:  # noqa: BLE001 - Langflow must start even if our migration cannot run
-        await logger.aexception(f"session_memory_migration_failed reason={type(error).__name__}: {error}")
+        await logger.aerror(f"session_memory_migration_failed reason={describe(error)}")
         return False
     await logger.ainfo(
         f"session_memory_migrated revision={revision} latency_ms={round((time.perf_counter() - started) * 1000)}"
@@ -45,20 +47,20 @@ async def add_starter_flow() -> None:
     except IntegrityError:
         action = "kept reason=created_by_another_worker"  # workers start together; the fixed id lets one insert
     except Exception as error:  # noqa: BLE001 - Langflow must start even if the template cannot be added
-        await logger.aexception(f"session_memory_starter_flow_failed reason={type(error).__name__}: {error}")
+        await logger.aerror(f"session_memory_starter_flow_failed reason={describe(error)}")
         return
     await logger.ainfo(f"session_memory_starter_flow action={action}")
 
 
 async def sweep_periodically(interval_seconds: float = SWEEP_INTERVAL_SECONDS) -> None:
     """Remove rows orphaned behind Langflow's back: now, then every ``interval_seconds``."""
-    from lfx.services.deps import session_scope
+    from langflow_session_memory.services.session_memory.runtime import langflow_database_session
 
     while True:
         try:
-            removed = await sweep(session_scope)
+            removed = await sweep(langflow_database_session)
         except Exception as error:  # noqa: BLE001 - a failed sweep is retried next interval; the listeners still run
-            await logger.aexception(f"session_memory_sweep_failed reason={type(error).__name__}: {error}")
+            await logger.aerror(f"session_memory_sweep_failed reason={describe(error)}")
         else:
             await logger.ainfo(f"session_memory_sweep removed={removed}")
         await asyncio.sleep(interval_seconds)
@@ -67,7 +69,7 @@ async def sweep_periodically(interval_seconds: float = SWEEP_INTERVAL_SECONDS) -
 @asynccontextmanager
 async def lifespan(_app):
     """Migrate, add the starter flow, sweep; run folds after answers on this server's loop, cancel them at shutdown."""
-    from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
+    from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 
     sweeper = asyncio.create_task(sweep_periodically()) if await prepare_database() else None
     await add_starter_flow()

@@ -5,7 +5,7 @@ session-memory behaviour (what survives summarization, what a client does on err
 
 Answering rules:
 
-* Summarization (fold) request: a system message, or the last user message, asks for *updated notes* with the
+* Summarization (fold) request: a system message, or the last user message, asks to keep *running notes* with the
   sections "Key facts" and "Conversation so far" (``FOLD_INSTRUCTION``): what a real model reads, no marker. That
   message is the instruction and is not summarized. The answer is extractive::
 
@@ -95,7 +95,7 @@ FACT_TOKEN = re.compile(r"\b[A-Z][A-Z0-9]*-\d+\b|\b[A-Z]{2,}\b")
 NOT_FACTS = frozenset({"OK"})
 SPEAKER = re.compile(r"^(?:user|human|assistant|ai|machine|system)\s*:\s*", re.IGNORECASE)
 # What a fold request asks for, as any model reads it: updated notes with the two sections.
-FOLD_INSTRUCTION = re.compile(r"\bupdated notes\b.*\bKey facts\b.*\bConversation so far\b", re.IGNORECASE | re.DOTALL)
+FOLD_INSTRUCTION = re.compile(r"\brunning notes\b.*\bKey facts\b.*\bConversation so far\b", re.IGNORECASE | re.DOTALL)
 # The summarizer's own framing around the notes and the transcript; not conversation.
 FRAMING = {"Current notes:", "Next messages:", "(none yet)", "Key facts:", "Conversation so far:"}
 USER_SPEAKER = re.compile(r"^(?:user|human)\s*:\s*", re.IGNORECASE)

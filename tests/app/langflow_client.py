@@ -125,7 +125,7 @@ class LangflowClient:
 
         Tests of what a turn leaves behind call this; tests of a turn during a fold do not.
         """
-        from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
+        from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 
         background = get_session_memory_service().background
         asyncio.run_coroutine_threadsafe(background.settled(), background.loop).result(timeout=SETTLE_TIMEOUT_S)

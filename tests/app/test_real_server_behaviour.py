@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from langflow_session_memory.services.session_memory.service import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.assembly import HISTORY_START_NOTE
 from langflow_session_memory.services.session_memory.summarizer import FOLD_OUTPUT_TOKENS, SUMMARY_INSTRUCTIONS
 from tests.app.langflow_client import slow_folds
 

@@ -11,9 +11,9 @@ from lfx.components.models_and_agents.agent import AgentComponent
 
 import langflow_session_memory
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
+from langflow_session_memory.services.session_memory.assembly import SUMMARY_FRAME
 from langflow_session_memory.services.session_memory.playground import NOTES_KEPT_OUT, STEP_NAME
-from langflow_session_memory.services.session_memory.service import SUMMARY_FRAME
+from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 
 FACT = "Our project is PRJ-123 on the EU cluster."
 QUESTION = "Which cluster and project were we on?"

@@ -69,6 +69,6 @@ def test_another_start_refreshes_the_starter_instead_of_adding_a_second(langflow
 
 def _server_loop():
     """The app's event loop (the background folds run on it), where Langflow's database session lives."""
-    from langflow_session_memory.services.session_memory.agent_history import get_session_memory_service
+    from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 
     return get_session_memory_service().background.loop

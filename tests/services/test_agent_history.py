@@ -7,11 +7,9 @@ import pytest
 from lfx.schema.message import Message
 from sqlalchemy.exc import OperationalError
 
-from langflow_session_memory.services.session_memory import agent_history
+from langflow_session_memory.services.session_memory import agent_history, agent_turn
 from langflow_session_memory.services.session_memory.agent_history import (
-    CALLS_ATTRIBUTE,
     CONTEXT_TOO_LONG,
-    HISTORY_ATTRIBUTE,
     ContextTooLongError,
     agent_model,
     finish_turn,
@@ -19,8 +17,10 @@ from langflow_session_memory.services.session_memory.agent_history import (
     memory_switched_on,
     run_with_context_recovery,
 )
+from langflow_session_memory.services.session_memory.agent_turn import run_state
 from langflow_session_memory.services.session_memory.recall_tool import SEARCH_UNAVAILABLE, recall_tool
-from langflow_session_memory.services.session_memory.service import History, SessionMemoryService, Turn
+from langflow_session_memory.services.session_memory.service import History, SessionMemoryService
+from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import ScriptedChatModel
 
 MARKER = "PARTIAL-ANSWER-MARKER-4471"
@@ -95,10 +95,8 @@ def broken_database(monkeypatch, key):
         raise DATABASE_ERROR
 
     service = SessionMemoryService(sessions=failing_session)
-    monkeypatch.setattr(agent_history, "get_session_memory_service", lambda: service)
-    monkeypatch.setattr(
-        agent_history, "_memory_turn", lambda _component, **_options: Turn(key, 10, None, context_window=1000)
-    )
+    monkeypatch.setattr(agent_turn, "get_session_memory_service", lambda: service)
+    monkeypatch.setattr(agent_turn, "memory_turn", lambda _component: Turn(key, 10, None, context_window=1000))
 
 
 def running_agent():
@@ -117,8 +115,8 @@ async def search_older_messages():
 
 async def keep_the_last_calls_size():
     component = running_agent()
-    setattr(component, HISTORY_ATTRIBUTE, History(messages=[]))
-    getattr(component, CALLS_ATTRIBUTE).last_call_tokens = 900  # 90% of the window: worth keeping
+    run_state(component).history = History(messages=[])
+    run_state(component).calls.last_call_tokens = 900  # 90% of the window: worth keeping
     await finish_turn(component, Message(text="the answer"))
 
 

@@ -3,17 +3,12 @@
 import asyncio
 from datetime import timedelta
 
-import pytest
-
 from langflow_session_memory.services.session_memory import store
+from langflow_session_memory.services.session_memory.assembly import HISTORY_START_NOTE
 from langflow_session_memory.services.session_memory.background import BackgroundFolds
-from langflow_session_memory.services.session_memory.service import HISTORY_START_NOTE, Turn
+from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import ScriptedChatModel
 from tests.services.test_service import WINDOW, delete_state_rows, row, seed, texts
-
-
-def after_turn(turn: Turn) -> Turn:
-    return Turn(turn.key, turn.n_messages, turn.input_message_id, folds_after_turn=True)
 
 
 class StuckModel(ScriptedChatModel):
@@ -28,46 +23,14 @@ class StuckModel(ScriptedChatModel):
         return self.__dict__.setdefault("_reached", asyncio.Event())
 
 
-@pytest.mark.parametrize(
-    ("unfolded", "inline_folds", "raw", "due"),
-    [
-        (0, 0, 0, False),
-        (17, 0, 17, False),  # 17 + 2 (the answer, a margin) = 19: no batch yet
-        (18, 0, 18, True),  # 18 + 2 = 20: a batch once the answer is stored
-        (19, 0, 19, True),
-        (20, 0, 20, True),
-        (40, 0, 40, True),
-        (41, 1, 21, True),
-        (61, 2, 21, True),
-        (79, 2, 39, True),
-        (200, 2, 0, True),
-    ],
-)
-async def test_a_turn_sends_up_to_two_batches_raw_and_folds_only_the_excess(
-    service, sessions, key, unfolded, inline_folds, raw, due
-):
-    rows, turn = await seed(sessions, key, unfolded + WINDOW)
-    model = ScriptedChatModel()
-
-    history = await service.build_history(after_turn(turn), model)
-
-    assert len(model.calls) == inline_folds
-    assert history.folded == 20 * inline_folds
-    sent = texts(history)[2:] if inline_folds else texts(history)
-    assert sent == [r.text for r in rows[20 * inline_folds : 20 * inline_folds + raw]] + [
-        r.text for r in rows[unfolded:-1]
-    ]
-    assert history.fold_due is due
-
-
 async def test_the_fold_after_the_answer_folds_the_gap_and_the_next_turn_reports_its_tokens(
     service, sessions, key, captured_logs
 ):
     rows, turn = await seed(sessions, key, 30 + WINDOW)
     model = ScriptedChatModel()
-    assert (await service.build_history(after_turn(turn), model)).fold_due
+    assert (await service.build_history(turn, model)).fold_due
 
-    await service.fold_after_turn(after_turn(turn), model)
+    await service.fold_after_turn(turn, model)
 
     state = await row(sessions, key)
     assert (len(model.calls), state.folded_count, state.cursor.message_id) == (1, 20, rows[19].id)
@@ -76,10 +39,10 @@ async def test_the_fold_after_the_answer_folds_the_gap_and_the_next_turn_reports
     assert len(folds) == 1
     assert " mode=background " in folds[0]
 
-    next_turn = await service.build_history(Turn(key, WINDOW, input_message_id=None, folds_after_turn=True), model)
+    next_turn = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
     assert (next_turn.folded, next_turn.input_tokens, next_turn.output_tokens) == (0, 100, 10)
     assert texts(next_turn)[2:] == [r.text for r in rows[20:]]  # no stored input: the last row is history too
-    once_more = await service.build_history(Turn(key, WINDOW, input_message_id=None, folds_after_turn=True), model)
+    once_more = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
     assert (once_more.input_tokens, once_more.output_tokens) == (0, 0)
 
 
@@ -92,7 +55,7 @@ async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, se
         )
     model = ScriptedChatModel()
 
-    history = await service.build_history(after_turn(turn), model)
+    history = await service.build_history(turn, model)
 
     assert (len(model.calls), history.folded, history.summary) == (0, 0, "")
     assert not any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
@@ -100,17 +63,17 @@ async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, se
     assert texts(history) == [HISTORY_START_NOTE, *(r.text for r in rows[-WINDOW:-1])]
 
 
-async def test_a_turn_folding_inside_itself_still_waits_for_the_fold_elsewhere(
-    service, sessions, key, clock, captured_logs
-):
-    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+async def test_only_a_compaction_waits_for_the_fold_elsewhere(service, sessions, key, clock, captured_logs):
+    _rows, turn = await seed(sessions, key, 61 + WINDOW)
     service.fold_timeout = 0.3
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(session, seen, clock.now + timedelta(seconds=2), clock.now, service.longest_claim)
 
-    await service.build_history(turn, ScriptedChatModel())
+    await service.build_history(turn, ScriptedChatModel())  # a backlog's inline fold goes on without it
+    assert not any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
 
+    await service.compact(turn, ScriptedChatModel())  # the retry of a refused prompt needs that row
     assert any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
 
 
@@ -120,7 +83,7 @@ async def test_a_paused_session_sends_its_gap_raw_and_is_not_due(service, sessio
         await store.create_if_absent(session, key)
         await store.pause(session, key, clock.now + timedelta(minutes=10), "timeout")
 
-    history = await service.build_history(after_turn(turn), ScriptedChatModel())
+    history = await service.build_history(turn, ScriptedChatModel())
 
     assert texts(history) == [r.text for r in rows[:-1]]
     assert not history.fold_due
@@ -134,7 +97,7 @@ async def test_a_session_deleted_during_a_failing_background_fold_leaves_no_row(
             await delete_state_rows(sessions, key)
             raise TimeoutError
 
-    await service.fold_after_turn(after_turn(turn), DeletingThenFailingModel())
+    await service.fold_after_turn(turn, DeletingThenFailingModel())
 
     assert await row(sessions, key) is None
 
@@ -144,8 +107,8 @@ async def test_shutdown_cancels_a_fold_in_flight_and_releases_its_claim(service,
     model = StuckModel()
     folds = BackgroundFolds()
     folds.open()
-    assert folds.start(key, lambda: service.fold_after_turn(after_turn(turn), model))
-    assert not folds.start(key, lambda: service.fold_after_turn(after_turn(turn), model))  # one per session
+    assert folds.start(key, lambda: service.fold_after_turn(turn, model))
+    assert not folds.start(key, lambda: service.fold_after_turn(turn, model))  # one per session
     await asyncio.wait_for(model.reached.wait(), timeout=10)
     assert (await row(sessions, key)).fold_claimed_until is not None
 
@@ -168,10 +131,10 @@ async def test_a_new_turn_cancels_its_session_s_fold_in_flight_and_is_answered_f
     other = type(key)(key.flow_id, key.owner_id, "another session")
     gate = asyncio.Event()
     assert service.background.start(other, gate.wait)
-    assert service.background.start(key, lambda: service.fold_after_turn(after_turn(turn), stuck))
+    assert service.background.start(key, lambda: service.fold_after_turn(turn, stuck))
     await asyncio.wait_for(stuck.reached.wait(), timeout=10)
 
-    history = await service.build_history(after_turn(Turn(key, WINDOW, rows[-1].id)), ScriptedChatModel())
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
 
     state = await row(sessions, key)
     assert (state.fold_claimed_until, state.version, state.paused_until) == (None, 0, None)  # claim back, no pause
@@ -202,17 +165,17 @@ async def test_without_an_open_server_loop_nothing_runs_in_the_background(key):
     assert not folds.start(key, asyncio.sleep)
 
 
-async def test_a_failing_background_fold_is_logged_without_text(key, captured_logs):
-    folds = BackgroundFolds()
-    folds.open()
+async def test_a_failing_background_fold_is_logged_without_text(service, sessions, key, captured_logs):
+    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    service.background.open()
+    secret = ScriptedChatModel(script=[RuntimeError("the secret customer name")])
 
-    async def broken():
-        raise RuntimeError("the secret customer name")
+    assert service.background.start(key, lambda: service.fold_after_turn(turn, secret))
+    await service.background.settled()
 
-    assert folds.start(key, broken)
-    await folds.settled()
     failures = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold_failed")]
-    assert failures == [
-        f"session_summary_fold_failed mode=background session_id={key.session_id!r} reason='RuntimeError'"
-    ]
-    await folds.close()
+    assert len(failures) == 1
+    assert failures[0].startswith("session_summary_fold_failed mode=background latency_ms=")
+    assert failures[0].endswith(f"session_id={key.session_id!r} reason='RuntimeError'")
+    assert not any("secret" in str(log) for log in captured_logs)
+    await service.background.close()

@@ -15,8 +15,11 @@ from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory import store
 from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners
-from langflow_session_memory.services.session_memory.service import COMPACTION_WAIT_SECONDS, SessionMemoryService, Turn
+from langflow_session_memory.services.session_memory.fold_runner import COMPACTION_WAIT_SECONDS, FoldRunner
+from langflow_session_memory.services.session_memory.service import SessionMemoryService
+from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
+from tests.services.test_service import INLINE_BATCH, folded_turn
 
 WINDOW = 10
 MARKER = "SECRET-MARKER-7731"
@@ -55,7 +58,7 @@ async def test_a_message_deleted_while_its_batch_folds_never_reaches_the_summary
         async with sessions.begin() as session:
             await session.execute(delete(MessageTable).where(MessageTable.id.in_([rows[5].id])))
 
-    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), ModelThatChangesTheBatch(change=delete_it))
+    history = await folded_turn(service, Turn(key, WINDOW, rows[-1].id), ModelThatChangesTheBatch(change=delete_it))
 
     current = await state(sessions, key)
     assert current is None or (MARKER not in current.summary and current.folded_count == 0)
@@ -63,7 +66,7 @@ async def test_a_message_deleted_while_its_batch_folds_never_reaches_the_summary
 
     refold = ScriptedChatModel()
     await store_rows(sessions, chat_rows(key, 1, first=20 + WINDOW))
-    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), refold)
+    await folded_turn(service, Turn(key, WINDOW, uuid.uuid4()), refold)
     assert len(refold.calls) == 1
     assert MARKER not in str(refold.calls[0])
 
@@ -76,28 +79,29 @@ async def test_a_message_edited_while_its_batch_folds_never_reaches_the_summary(
             message = await session.get(MessageTable, rows[5].id)
             message.text, message.edit = "message 5 was withdrawn", True
 
-    await service.build_history(Turn(key, WINDOW, rows[-1].id), ModelThatChangesTheBatch(change=edit_it))
+    await folded_turn(service, Turn(key, WINDOW, rows[-1].id), ModelThatChangesTheBatch(change=edit_it))
 
     current = await state(sessions, key)
     assert current is None or MARKER not in current.summary
     refold = ScriptedChatModel()
-    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), refold)
+    await folded_turn(service, Turn(key, WINDOW, uuid.uuid4()), refold)
     assert MARKER not in str(refold.calls)
     assert "withdrawn" in str(refold.calls[0])
     assert MARKER not in (await state(sessions, key)).summary
 
 
-async def test_a_batch_changed_between_the_read_and_the_claim_is_not_folded(sessions, key):
+async def test_a_batch_changed_between_the_read_and_the_claim_is_not_folded(sessions, key, monkeypatch):
     rows = await seed(sessions, key, 20 + WINDOW)
+    claim = FoldRunner._claim
 
-    class DeletingBeforeTheClaim(SessionMemoryService):
-        async def _claim(self, state, mode):
-            async with sessions.begin() as session:
-                await session.execute(delete(MessageTable).where(MessageTable.id == rows[5].id))
-            return await super()._claim(state, mode)
+    async def deleting_before_the_claim(runner, state, mode):
+        async with sessions.begin() as session:
+            await session.execute(delete(MessageTable).where(MessageTable.id == rows[5].id))
+        return await claim(runner, state, mode)
 
+    monkeypatch.setattr(FoldRunner, "_claim", deleting_before_the_claim)
     model = ScriptedChatModel()
-    await DeletingBeforeTheClaim(sessions=sessions).build_history(Turn(key, WINDOW, rows[-1].id), model)
+    await SessionMemoryService(sessions=sessions).fold_after_turn(Turn(key, WINDOW, rows[-1].id), model)
 
     assert model.calls == []
     assert (await state(sessions, key)).summary == ""
@@ -107,7 +111,7 @@ async def test_completing_an_answer_in_place_is_not_an_edit(service, sessions, k
     rows = chat_rows(key, 20 + WINDOW)
     rows[5].text, rows[5].properties = "", {**rows[5].properties, "state": "partial"}  # an answer still streaming
     await store_rows(sessions, rows)
-    await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+    await folded_turn(service, Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
     folded = await state(sessions, key)
 
     async with sessions.begin() as session:  # Langflow's aupdate_messages when the answer is complete
@@ -135,21 +139,21 @@ async def test_a_claim_far_in_the_future_neither_stalls_nor_blocks_folding(
         await store.claim_fold(session, seen, datetime(2099, 1, 1, tzinfo=clock.now.tzinfo), clock.now, timedelta(0))
 
     model = ScriptedChatModel()
-    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), model)
+    await folded_turn(service, Turn(key, WINDOW, rows[-1].id), model)
 
     assert waits_for_a_fold_elsewhere(captured_logs) == []  # it took the claim at once
-    assert (len(model.calls), history.folded) == (1, 20)
+    assert (len(model.calls), (await state(sessions, key)).folded_count) == (1, 20)
     assert (await state(sessions, key)).fold_claimed_until is None
 
 
-async def test_a_turn_never_waits_longer_than_one_fold_timeout(sessions, key, clock, captured_logs):
+async def test_a_compaction_never_waits_longer_than_one_fold_timeout(sessions, key, clock, captured_logs):
     rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
     service = SessionMemoryService(sessions=sessions, clock=clock, fold_timeout=0.5)
     async with sessions.begin() as session:  # the test's clock stands still: this claim holds for as long as it waits
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(session, seen, clock.now + timedelta(seconds=5), clock.now, timedelta(minutes=1))
 
-    await asyncio.wait_for(service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel()), timeout=60)
+    await asyncio.wait_for(service.compact(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel()), timeout=60)
 
     [waited] = waits_for_a_fold_elsewhere(captured_logs)
     assert "still_claimed=true" in waited
@@ -185,7 +189,7 @@ async def test_compaction_with_zero_messages_touches_no_table(clock, key):
 
 async def test_an_agent_never_sends_fewer_raw_messages_than_its_own_n(service, sessions, key):
     rows = await store_rows(sessions, chat_rows(key, 60))
-    await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+    await folded_turn(service, Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
     assert (await state(sessions, key)).folded_count == 40  # the small Agent folded into the big one's window
 
     wide = await service.build_history(Turn(key, 50, rows[-1].id), ScriptedChatModel())
@@ -204,7 +208,7 @@ async def test_a_failed_summary_write_pauses_and_logs_no_text(
 
     monkeypatch.setattr(store, "compare_and_swap", failing_write)
     model = ScriptedChatModel(script=[f"Key facts:\n- {MARKER}\nConversation so far:\n- x"])
-    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), model)
+    history = await folded_turn(service, Turn(key, WINDOW, rows[-1].id), model)
 
     paused = await state(sessions, key)
     assert paused.paused_until == clock.now + timedelta(minutes=10)
@@ -219,7 +223,7 @@ async def test_a_provider_error_quoting_the_prompt_is_logged_and_stored_without_
 ):
     rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
     model = ScriptedChatModel(script=[ValueError(f"Bad request: your messages say {MARKER}")])
-    await service.build_history(Turn(key, WINDOW, rows[-1].id), model)
+    await folded_turn(service, Turn(key, WINDOW, rows[-1].id), model)
 
     assert (await state(sessions, key)).last_error == "ValueError"
     assert not [log for log in captured_logs if MARKER in str(log)]
@@ -237,7 +241,9 @@ async def test_two_workers_on_one_session_make_one_fold_call_per_batch_and_versi
     workers = [SessionMemoryService(sessions=sessions, clock=clock) for _ in range(8)]
     versions = []
     for _ in range(3):
-        await asyncio.gather(*(w.build_history(Turn(key, WINDOW, uuid.uuid4()), model) for w in workers))
+        turns = [Turn(key, WINDOW, uuid.uuid4()) for _ in workers]
+        await asyncio.gather(*(w.build_history(turn, model) for w, turn in zip(workers, turns, strict=True)))
+        await asyncio.gather(*(w.fold_after_turn(turn, model) for w, turn in zip(workers, turns, strict=True)))
         versions.append((await state(sessions, key)).version)
 
     final = await state(sessions, key)
@@ -254,7 +260,7 @@ async def test_roles_alternate_when_the_first_row_sent_is_blank_or_has_no_sender
     else:
         rows[20].sender = ""  # lfx sends a row without a sender as a user message
     await store_rows(sessions, rows)
-    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+    history = await folded_turn(service, Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
     sent = [m for m in history.messages if (m.text or "").strip()]
     roles = ["user" if m.sender in ("User", "", None) else "assistant" for m in sent]
     assert roles[:3] == ["user", "assistant", "user"]  # notes, acknowledgement, the first row lfx sends
@@ -275,7 +281,7 @@ async def test_after_another_workers_fold_the_early_fold_size_rule_still_applies
 
 
 async def test_retries_are_remembered_by_ids_and_counts_not_by_text(service, sessions, key):
-    rows = await seed(sessions, key, 20 + WINDOW)
+    rows = await seed(sessions, key, INLINE_BATCH + WINDOW)
     await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
     assert MARKER not in repr(service._folded_turns)
     assert "message" not in repr(service._folded_turns)

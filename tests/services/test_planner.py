@@ -31,20 +31,20 @@ def read_gap(unfolded: list[Msg]) -> list[Msg]:
     return sorted(unfolded, key=position)[: gap_fetch_limit()]
 
 
-def plan_read(unfolded: list[Msg], *, paused: bool, folds_after_turn: bool = False):
-    """The plan of a turn for the gap as read, told whether the read stopped at its limit."""
+def plan_read(unfolded: list[Msg], *, paused: bool, after_answer: bool = False):
+    """The plan of a turn (or of the fold after its answer) for the gap as read, told whether the read stopped."""
     return plan_fold(
         read_gap(unfolded),
         paused=paused,
-        folds_after_turn=folds_after_turn,
+        after_answer=after_answer,
         whole_gap=len(unfolded) < gap_fetch_limit(),
     )
 
 
-@given(unfolded=st.integers(0, 400), window=st.integers(0, 30), paused=st.booleans(), after_turn=st.booleans())
-def test_history_is_chronological_and_unique(unfolded, window, paused, after_turn):
+@given(unfolded=st.integers(0, 400), window=st.integers(0, 30), paused=st.booleans(), after_answer=st.booleans())
+def test_history_is_chronological_and_unique(unfolded, window, paused, after_answer):
     gap_rows, window_rows = session(unfolded, window)
-    plan = plan_read(gap_rows, paused=paused, folds_after_turn=after_turn)
+    plan = plan_read(gap_rows, paused=paused, after_answer=after_answer)
     folded = [m for batch in plan.batches for m in batch]
     sent = [*plan.raw_gap, *window_rows]
 
@@ -53,27 +53,26 @@ def test_history_is_chronological_and_unique(unfolded, window, paused, after_tur
     assert all(position(f) < position(s) for f in folded for s in sent[:1])
 
 
-@given(unfolded=st.integers(0, 400), window=st.integers(0, 30), paused=st.booleans(), after_turn=st.booleans())
-def test_only_a_backlog_beyond_what_may_be_sent_is_left_out(unfolded, window, paused, after_turn):
+@given(unfolded=st.integers(0, 400), window=st.integers(0, 30), paused=st.booleans())
+def test_only_a_backlog_beyond_what_may_be_sent_is_left_out(unfolded, window, paused):
     gap_rows, window_rows = session(unfolded, window)
-    plan = plan_read(gap_rows, paused=paused, folds_after_turn=after_turn)
+    plan = plan_read(gap_rows, paused=paused)
     covered = {m for batch in plan.batches for m in batch} | set(plan.raw_gap) | set(window_rows)
     left_out = [m for m in gap_rows + window_rows if m not in covered]
 
-    assert left_out == [] or len(left_out) >= (2 if after_turn else 1) * FOLD_BATCH_SIZE
+    assert left_out == [] or len(left_out) >= 2 * FOLD_BATCH_SIZE
     assert left_out == gap_rows[len(gap_rows) - len(left_out) :]
 
 
-@given(unfolded=st.integers(0, 400), paused=st.booleans(), after_turn=st.booleans())
-def test_the_prompt_never_holds_more_unfolded_messages_than_the_limit(unfolded, paused, after_turn):
-    plan = plan_read(session(unfolded, 0)[0], paused=paused, folds_after_turn=after_turn)
-    assert len(plan.raw_gap) <= raw_gap_limit(folds_after_turn=after_turn)
-    assert len(plan.raw_gap) <= (2 * FOLD_BATCH_SIZE if after_turn else FOLD_BATCH_SIZE - 1)
+@given(unfolded=st.integers(0, 400), paused=st.booleans())
+def test_the_prompt_never_holds_more_unfolded_messages_than_two_batches(unfolded, paused):
+    plan = plan_read(session(unfolded, 0)[0], paused=paused)
+    assert len(plan.raw_gap) <= raw_gap_limit() == 2 * FOLD_BATCH_SIZE
 
 
 @given(unfolded=st.integers(0, 400))
-def test_folding_after_the_turn_folds_inside_it_only_the_excess_over_two_batches(unfolded):
-    plan = plan_read(session(unfolded, 0)[0], paused=False, folds_after_turn=True)
+def test_a_turn_folds_inside_itself_only_the_excess_over_two_batches(unfolded):
+    plan = plan_read(session(unfolded, 0)[0], paused=False)
     folded = sum(len(batch) for batch in plan.batches)
     if unfolded <= 40:
         assert (folded, len(plan.raw_gap)) == (0, unfolded)
@@ -85,36 +84,32 @@ def test_folding_after_the_turn_folds_inside_it_only_the_excess_over_two_batches
 
 
 @given(unfolded=st.integers(0, 400), paused=st.booleans())
-def test_at_most_three_full_batches_and_none_while_paused(unfolded, paused):
+def test_after_the_answer_every_full_batch_folds_at_most_three_and_none_while_paused(unfolded, paused):
     gap = session(unfolded, 0)[0]
-    plan = plan_fold(read_gap(gap), paused=paused)
+    plan = plan_read(gap, paused=paused, after_answer=True)
     # The rule itself, not the module's constants: 3 batches of 20 at most, the oldest first.
     expected_batches = 0 if paused else min(unfolded // 20, 3)
     assert [list(batch) for batch in plan.batches] == [gap[i * 20 : (i + 1) * 20] for i in range(expected_batches)]
 
 
-def test_gap_of_19_is_sent_raw():
-    gap = session(19, 0)[0]
+def test_gap_of_40_is_sent_raw_and_folded_after_the_answer():
+    gap = session(40, 0)[0]
     assert plan_fold(gap, paused=False) == plan_fold(gap, paused=True)
     assert plan_fold(gap, paused=False).raw_gap == tuple(gap)
+    assert len(plan_fold(gap, paused=False, after_answer=True).batches) == 2
 
 
-def test_gap_of_20_is_one_batch_and_nothing_raw():
-    plan = plan_fold(session(20, 0)[0], paused=False)
-    assert (len(plan.batches), plan.raw_gap) == (1, ())
-
-
-def test_gap_of_61_folds_three_batches_and_sends_one_raw():
-    gap = session(61, 0)[0]
+def test_gap_of_41_folds_one_batch_in_the_turn_and_sends_21_raw():
+    gap = session(41, 0)[0]
     plan = plan_fold(gap, paused=False)
-    assert (len(plan.batches), plan.raw_gap) == (3, (gap[60],))
+    assert (len(plan.batches), plan.raw_gap) == (1, tuple(gap[20:]))
 
 
-def test_backlog_of_80_or_more_folds_three_and_leaves_the_rest():
-    plan = plan_fold(read_gap(session(200, 0)[0]), paused=False)
-    assert (len(plan.batches), plan.raw_gap) == (3, ())
+def test_backlog_of_80_or_more_folds_two_in_the_turn_and_leaves_the_rest():
+    plan = plan_read(session(200, 0)[0], paused=False)
+    assert (len(plan.batches), plan.raw_gap) == (2, ())
 
 
-def test_paused_gap_of_20_sends_nothing_raw():
-    plan = plan_fold(session(20, 0)[0], paused=True)
+def test_a_paused_backlog_over_two_batches_sends_nothing_of_it():
+    plan = plan_fold(session(41, 0)[0], paused=True)
     assert plan == plan_fold([], paused=True)

@@ -14,7 +14,7 @@ from langflow_session_memory.services.session_memory.playground import (
     store_without_notes,
     without_notes,
 )
-from langflow_session_memory.services.session_memory.service import Turn
+from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 
 NOTES = "Key facts:\n- PRJ-123 on the EU cluster\nConversation so far:\n- the project was named"
@@ -96,7 +96,10 @@ async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_bef
     rows = await store_rows(sessions, chat_rows(key, 20 + 10))
     refusing = ScriptedChatModel(script=["Error: the model is overloaded"])  # the first fold is rejected: a pause
 
-    history = await service.build_history(Turn(key, 10, rows[-1].id), refusing)
+    turn = Turn(key, 10, rows[-1].id)
+    await service.build_history(turn, refusing)
+    await service.fold_after_turn(turn, refusing)  # the fold after the answer
+    history = await service.build_history(Turn(key, 10, None), refusing)  # the next turn
 
     step = memory_step(history, session_id=key.session_id, flow_id=key.flow_id)
     assert step is not None

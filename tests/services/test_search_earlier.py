@@ -10,8 +10,7 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 
 from langflow_session_memory.components.session_memory.session_memory_agent import SessionMemoryAgentComponent
-from langflow_session_memory.services.session_memory import agent_history
-from langflow_session_memory.services.session_memory import recall_tool as recall_tool_module
+from langflow_session_memory.services.session_memory import agent_turn
 from langflow_session_memory.services.session_memory.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.recall_tool import (
     SEARCH_UNAVAILABLE,
@@ -21,7 +20,7 @@ from langflow_session_memory.services.session_memory.recall_tool import (
     with_recall_tool,
 )
 from langflow_session_memory.services.session_memory.search import EXCERPT_CHARACTERS, MAX_RESULTS, keywords
-from langflow_session_memory.services.session_memory.service import Turn
+from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import START, chat_rows, store_rows
 
 WINDOW = 10
@@ -155,9 +154,9 @@ def memory_turn_of(monkeypatch):
     """The Langflow side of the tool: the turn the history guard gives, and the service's sessions."""
 
     def use(turn: Turn, sessions):
-        monkeypatch.setattr(agent_history, "_memory_turn", lambda _component, **_options: turn)
+        monkeypatch.setattr(agent_turn, "memory_turn", lambda _component: turn)
         service = SimpleNamespace(sessions=sessions, background=BackgroundFolds())
-        monkeypatch.setattr(agent_history, "get_session_memory_service", lambda: service)
+        monkeypatch.setattr(agent_turn, "get_session_memory_service", lambda: service)
 
     return use
 
@@ -200,7 +199,7 @@ class Agent(SimpleNamespace):
 
 @pytest.fixture
 def memory_applies(monkeypatch, key):
-    monkeypatch.setattr(recall_tool_module, "_memory_turn", lambda _c: Turn(key, WINDOW, None))
+    monkeypatch.setattr(agent_turn, "memory_turn", lambda _c: Turn(key, WINDOW, None))
 
 
 @pytest.mark.parametrize(
@@ -220,7 +219,7 @@ async def test_the_tool_is_offered_only_with_both_switches_on(memory_applies, in
 
 
 async def test_the_tool_is_not_offered_where_memory_does_not_apply(monkeypatch):
-    monkeypatch.setattr(recall_tool_module, "_memory_turn", lambda _c: None)
+    monkeypatch.setattr(agent_turn, "memory_turn", lambda _c: None)
     assert await with_recall_tool(Agent(summarize_older_messages=True), None) is None
 
 

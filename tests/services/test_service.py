@@ -9,16 +9,16 @@ import pytest
 from sqlalchemy import delete, event
 
 from langflow_session_memory.services.session_memory import messages, store
+from langflow_session_memory.services.session_memory.assembly import SUMMARY_ACKNOWLEDGEMENT, SUMMARY_FRAME
+from langflow_session_memory.services.session_memory.fold_runner import FoldRunner
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionMemoryState, SessionState
-from langflow_session_memory.services.session_memory.service import (
-    SUMMARY_ACKNOWLEDGEMENT,
-    SUMMARY_FRAME,
-    SessionMemoryService,
-    Turn,
-)
+from langflow_session_memory.services.session_memory.service import SessionMemoryService
+from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 
 WINDOW = 10
+# Unfolded messages that make a turn fold one batch inside itself: the excess over the two batches it sends raw.
+INLINE_BATCH = 60
 
 
 async def seed(sessions, key, count, **kwargs) -> tuple[list, Turn]:
@@ -42,61 +42,88 @@ def texts(history) -> list[str]:
     return [message.text for message in history.messages]
 
 
+async def folded_turn(service, turn, model):
+    """A turn whose answer makes a fold due, the fold after that answer, then the history the row now gives the
+    turn's request (what one turn folding inside itself gave before routine folds moved after the answer)."""
+    await service.build_history(turn, model)
+    await service.fold_after_turn(turn, model)
+    return await service.build_history(turn, model)
+
+
 @pytest.mark.parametrize(
-    ("unfolded", "folds", "raw"),
-    [(0, 0, 0), (19, 0, 19), (20, 1, 0), (21, 1, 1), (59, 2, 19), (60, 3, 0), (61, 3, 1), (80, 3, 0), (200, 3, 0)],
+    ("unfolded", "inline_folds", "raw", "due", "after_answer_folds"),
+    [
+        (0, 0, 0, False, 0),
+        (17, 0, 17, False, 0),
+        (18, 0, 18, False, 0),  # 18 + the answer = 19: no batch yet
+        (19, 0, 19, True, 1),  # 19 + the answer = 20: a batch once the answer is stored
+        (20, 0, 20, True, 1),
+        (40, 0, 40, True, 2),
+        (41, 1, 21, True, 1),
+        (61, 2, 21, True, 1),
+        (79, 2, 39, True, 2),
+        (200, 2, 0, True, 3),
+    ],
 )
-async def test_unfolded_messages_give_the_planned_folds_and_raw_gap(service, sessions, key, unfolded, folds, raw):
+async def test_a_turn_sends_up_to_two_batches_raw_and_the_answer_s_fold_folds_every_full_batch(
+    service, sessions, key, unfolded, inline_folds, raw, due, after_answer_folds
+):
     rows, turn = await seed(sessions, key, unfolded + WINDOW)
     model = ScriptedChatModel()
 
     history = await service.build_history(turn, model)
 
+    assert len(model.calls) == inline_folds
+    assert history.folded == 20 * inline_folds
     window = [r.text for r in rows[unfolded:-1]]
-    raw_rows = [r.text for r in rows[folds * 20 : folds * 20 + raw]]
-    assert len(model.calls) == folds
-    assert history.folded == folds * 20
-    if folds:
-        assert texts(history)[0].endswith(f"Conversation so far:\n- up to {folds * 20 - 1}")
-        assert texts(history)[2:] == raw_rows + window  # notes, acknowledgement, then raw gap and window
-        state = await row(sessions, key)
+    sent = texts(history)[2:] if inline_folds else texts(history)  # after the notes and their acknowledgement
+    assert sent == [r.text for r in rows[20 * inline_folds : 20 * inline_folds + raw]] + window
+    assert (history.input_tokens, history.output_tokens) == (100 * inline_folds, 10 * inline_folds)
+    assert history.fold_due is due
+
+    await store_rows(sessions, chat_rows(key, 1, first=unfolded + WINDOW))  # the answer is stored
+    await service.fold_after_turn(turn, model)
+
+    folded = 20 * (inline_folds + after_answer_folds)
+    state = await row(sessions, key)
+    assert len(model.calls) == inline_folds + after_answer_folds
+    if folded:
         assert (state.folded_count, state.version, state.cursor.message_id) == (
-            folds * 20,
-            folds,
-            rows[folds * 20 - 1].id,
+            folded,
+            inline_folds + after_answer_folds,
+            rows[folded - 1].id,
         )
-        assert (history.input_tokens, history.output_tokens) == (100 * folds, 10 * folds)
     else:
-        assert texts(history) == raw_rows + window
-        assert await row(sessions, key) is None
+        assert state is None
 
 
 async def test_backlog_is_folded_over_later_turns_in_order(service, sessions, key):
     _rows, turn = await seed(sessions, key, 200 + WINDOW)
     model = ScriptedChatModel()
-    await service.build_history(turn, model)
-    await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
+    await folded_turn(service, turn, model)  # two batches inside the turn, three after its answer
+    await folded_turn(service, Turn(key, WINDOW, input_message_id=None), model)
 
-    assert [model.batch_texts(call)[0].split()[2] for call in range(6)] == ["0", "20", "40", "60", "80", "100"]
-    assert (await row(sessions, key)).folded_count == 120
+    firsts = [model.batch_texts(call)[0].split()[2] for call in range(len(model.calls))]
+    assert firsts == [str(20 * batch) for batch in range(10)]
+    assert (await row(sessions, key)).folded_count == 200
 
 
 async def test_summary_is_followed_by_an_acknowledgement_only_before_a_user_message(service, sessions, key):
     _rows, turn = await seed(sessions, key, 21 + WINDOW)  # raw gap starts with message 20, a User message
-    history = await service.build_history(turn, ScriptedChatModel())
+    history = await folded_turn(service, turn, ScriptedChatModel())
     assert [m.sender for m in history.messages[:3]] == ["User", "Machine", "User"]
     assert history.messages[1].text == SUMMARY_ACKNOWLEDGEMENT
 
     other = SessionKey(key.flow_id, key.owner_id, "odd")
     _, turn = await seed(sessions, other, 20 + WINDOW, first=1)  # the window starts with a Machine message
-    history = await service.build_history(Turn(other, WINDOW, turn.input_message_id), ScriptedChatModel())
+    history = await folded_turn(service, Turn(other, WINDOW, turn.input_message_id), ScriptedChatModel())
     assert [m.sender for m in history.messages[:2]] == ["User", "Machine"]
     assert history.messages[1].text != SUMMARY_ACKNOWLEDGEMENT
 
 
 async def test_fold_logs_latency_and_count(service, sessions, key, captured_logs):
     _, turn = await seed(sessions, key, 20 + WINDOW)
-    await service.build_history(turn, ScriptedChatModel())
+    await folded_turn(service, turn, ScriptedChatModel())
     logs = captured_logs
     folds = [log for log in logs if log["event"].startswith("session_summary_fold ")]
     assert len(folds) == 1
@@ -107,12 +134,12 @@ async def test_fold_logs_latency_and_count(service, sessions, key, captured_logs
 
 async def test_failure_keeps_summary_and_pauses_ten_minutes(service, sessions, key, clock, captured_logs):
     _rows, turn = await seed(sessions, key, 20 + WINDOW)
-    await service.build_history(turn, ScriptedChatModel())
+    await folded_turn(service, turn, ScriptedChatModel())
     before = await row(sessions, key)
     await store_rows(sessions, chat_rows(key, 20, first=20 + WINDOW))
     failing = ScriptedChatModel(script=[TimeoutError("model timed out")])
 
-    history = await service.build_history(Turn(key, WINDOW, None), failing)
+    history = await folded_turn(service, Turn(key, WINDOW, None), failing)
     logs = captured_logs
 
     after = await row(sessions, key)
@@ -126,11 +153,11 @@ async def test_failure_keeps_summary_and_pauses_ten_minutes(service, sessions, k
 
     clock.now += timedelta(minutes=9)
     paused_model = ScriptedChatModel()
-    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), paused_model)
+    await folded_turn(service, Turn(key, WINDOW, uuid.uuid4()), paused_model)
     assert paused_model.calls == []
 
     clock.now += timedelta(minutes=1)
-    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), paused_model)
+    await folded_turn(service, Turn(key, WINDOW, uuid.uuid4()), paused_model)
     assert len(paused_model.calls) == 1
     resumed = await row(sessions, key)
     assert (resumed.folded_count, resumed.paused_until, resumed.last_error) == (40, None, None)
@@ -138,7 +165,7 @@ async def test_failure_keeps_summary_and_pauses_ten_minutes(service, sessions, k
 
 async def test_rejected_summary_counts_as_failure(service, sessions, key, clock):
     _, turn = await seed(sessions, key, 20 + WINDOW)
-    history = await service.build_history(turn, ScriptedChatModel(script=[""]))
+    history = await folded_turn(service, turn, ScriptedChatModel(script=[""]))
     state = await row(sessions, key)
     assert (history.summary, state.summary, state.folded_count) == ("", "", 0)
     assert state.paused_until == clock.now + timedelta(minutes=10)
@@ -153,10 +180,10 @@ async def test_lost_race_uses_the_winners_summary(service, sessions, key, clock,
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
             clock.now += timedelta(hours=1)  # this worker's claim runs out while its model call hangs
             other_worker = SessionMemoryService(sessions=sessions, clock=clock)
-            await other_worker.build_history(Turn(key, WINDOW, uuid.uuid4()), ScriptedChatModel(script=[winner]))
+            await other_worker.fold_after_turn(Turn(key, WINDOW, uuid.uuid4()), ScriptedChatModel(script=[winner]))
             return self._generate(messages)
 
-    history = await service.build_history(turn, RacingModel())
+    history = await folded_turn(service, turn, RacingModel())
     logs = captured_logs
 
     state = await row(sessions, key)
@@ -179,14 +206,14 @@ async def test_overlapping_turns_on_two_workers_make_one_fold_call(sessions, key
     workers = [SessionMemoryService(sessions=sessions, clock=clock) for _ in range(2)]
     turn = Turn(key, WINDOW, rows[-1].id)  # e.g. a client that retried its request on another worker
 
-    first, second = await asyncio.gather(*(worker.build_history(turn, model) for worker in workers))
+    await asyncio.gather(*(worker.fold_after_turn(turn, model) for worker in workers))
+    first, second = [await worker.build_history(turn, model) for worker in workers]
 
     assert len(model.calls) == 1
     assert first.summary == second.summary != ""
     assert texts(first) == texts(second)
     state = await row(sessions, key)
     assert (state.version, state.folded_count, state.fold_claimed_until) == (1, 20, None)
-    assert any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
 
 
 async def test_a_session_deleted_while_the_model_folds_stays_deleted(service, sessions, key):
@@ -211,32 +238,37 @@ async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, cl
 
     clock.now += timedelta(minutes=2)
     model = ScriptedChatModel()
-    history = await service.build_history(turn, model)
+    history = await folded_turn(service, turn, model)
 
     assert len(model.calls) == 1
-    assert history.folded == 20
+    assert (await row(sessions, key)).folded_count == 20
+    assert history.input_tokens == 100  # the fold's, reported with the turn
     assert (await row(sessions, key)).fold_claimed_until is None
 
 
-async def test_a_worker_whose_read_went_stale_before_its_claim_calls_no_model(sessions, key, clock):
+async def test_a_worker_whose_read_went_stale_before_its_claim_calls_no_model(sessions, key, clock, monkeypatch):
     rows, turn = await seed(sessions, key, 20 + WINDOW)
     other_worker = SessionMemoryService(sessions=sessions, clock=clock)
+    claim, overtaken = FoldRunner._claim, []
 
-    class ReadThenOvertaken(SessionMemoryService):
-        async def _claim(self, state, mode):  # another worker folds and releases between this read and its claim
-            await other_worker.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
-            return await super()._claim(state, mode)
+    async def read_then_overtaken(runner, state, mode):  # another worker folds and releases between read and claim
+        if not overtaken:
+            overtaken.append(state.version)
+            await other_worker.fold_after_turn(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+        return await claim(runner, state, mode)
 
+    monkeypatch.setattr(FoldRunner, "_claim", read_then_overtaken)
     model = ScriptedChatModel()
-    history = await ReadThenOvertaken(sessions=sessions, clock=clock).build_history(turn, model)
+    worker = SessionMemoryService(sessions=sessions, clock=clock)
+    await worker.fold_after_turn(turn, model)
 
     assert model.calls == []
-    assert history.summary != ""  # the other worker's
+    assert (await worker.build_history(turn, model)).summary != ""  # the other worker's
     assert (await row(sessions, key)).version == 1
 
 
 async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
-    _, turn = await seed(sessions, key, 20 + WINDOW)
+    _, turn = await seed(sessions, key, INLINE_BATCH + WINDOW)
     model = ScriptedChatModel()
     first = await service.build_history(turn, model)
     again = await service.build_history(turn, model)
@@ -246,13 +278,13 @@ async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
 
 
 async def test_a_retry_after_waiting_for_another_workers_fold_does_not_fold(service, sessions, key, clock):
-    _, turn = await seed(sessions, key, 20 + WINDOW)
+    _, turn = await seed(sessions, key, INLINE_BATCH + WINDOW)
     service.fold_timeout = 0.2
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(session, seen, clock.now + timedelta(seconds=1), clock.now, service.longest_claim)
     model = ScriptedChatModel()
-    await service.build_history(turn, model)  # waits one fold timeout; the other worker's claim still holds
+    await service.build_history(turn, model)  # the other worker's claim holds: no fold
 
     clock.now += timedelta(seconds=2)  # that claim has run out when the Agent retries the same turn
     await service.build_history(turn, model)
@@ -272,7 +304,7 @@ async def test_a_stored_summary_over_the_cap_is_never_sent_and_the_session_is_fo
         assert await store.compare_and_swap(session, seen, folded)
     model = ScriptedChatModel()
 
-    history = await service.build_history(turn, model)
+    history = await folded_turn(service, turn, model)
 
     assert not any("x" * 100 in text for text in texts(history))
     assert "Current notes:\n(none yet)" in model.calls[0][-1].content  # folded again from the session's start
@@ -306,18 +338,18 @@ async def test_tied_timestamps_lose_and_duplicate_nothing(service, sessions, key
 
 async def test_message_arriving_behind_the_cursor_is_refolded_not_lost(service, sessions, key, captured_logs):
     _, turn = await seed(sessions, key, 20 + WINDOW)
-    await service.build_history(turn, ScriptedChatModel())
+    await folded_turn(service, turn, ScriptedChatModel())
     late = chat_rows(key, 1, first=5)[0]
     late.id, late.text = uuid.uuid4(), "message late says fact-late arrived behind the cursor"
     await store_rows(sessions, [late, *chat_rows(key, 20, first=20 + WINDOW)])  # and 20 more: a fold is due
 
     model = ScriptedChatModel()
-    await service.build_history(Turn(key, WINDOW, uuid.uuid4()), model)
+    await folded_turn(service, Turn(key, WINDOW, uuid.uuid4()), model)
 
     assert any(log["event"].startswith("session_summary_reset") for log in captured_logs)
     assert any("fact-late" in line for line in model.batch_texts(0))
     assert "Current notes:\n(none yet)" in model.calls[0][-1].content
-    assert (await row(sessions, key)).folded_count == 40  # 41 older messages: two batches, one sent raw
+    assert (await row(sessions, key)).folded_count == 40  # 41 older messages: two full batches
 
 
 @pytest.mark.parametrize("stored", [100, 10_000])
@@ -371,7 +403,7 @@ async def test_a_context_folds_and_sends_only_its_own_messages(service, sessions
     }
     model = ScriptedChatModel()
 
-    history = await service.build_history(Turn(contexts["ctx-a"], WINDOW, stored["ctx-a"][-1].id), model)
+    history = await folded_turn(service, Turn(contexts["ctx-a"], WINDOW, stored["ctx-a"][-1].id), model)
 
     assert [line.split()[2] for line in model.batch_texts(0)] == [str(i) for i in range(20)]
     assert texts(history)[2:] == [r.text for r in stored["ctx-a"][20:-1]]
@@ -386,10 +418,10 @@ def _cursor(message):
 
 
 async def test_turns_without_a_stored_input_are_not_taken_for_retries(service, sessions, key):
-    await seed(sessions, key, 20 + WINDOW)
+    await seed(sessions, key, INLINE_BATCH + WINDOW)
     model = ScriptedChatModel()
     await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
-    await store_rows(sessions, chat_rows(key, 20, first=20 + WINDOW))
+    await store_rows(sessions, chat_rows(key, 20, first=INLINE_BATCH + WINDOW))
     second = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
     assert (len(model.calls), second.folded) == (2, 20)
 

@@ -9,7 +9,8 @@ import itertools
 from datetime import timedelta
 
 from langflow_session_memory.services.session_memory import context_size, store
-from langflow_session_memory.services.session_memory.service import HISTORY_START_NOTE, Turn
+from langflow_session_memory.services.session_memory.assembly import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import WINDOW, row
 
@@ -37,7 +38,7 @@ async def pause(sessions, key, clock) -> None:
 
 async def test_the_raw_gap_counts_toward_the_early_fold(service, sessions, key):
     rows = await store_rows(sessions, long_gap_session(key, 30))
-    turn = Turn(key, WINDOW, rows[-1].id, context_window=CONTEXT_WINDOW, folds_after_turn=True)
+    turn = Turn(key, WINDOW, rows[-1].id, context_window=CONTEXT_WINDOW)
     stock_window = [r.text for r in rows[-WINDOW:-1]]
     assert context_size.estimated_size(r.text for r in rows[:-1]) > CONTEXT_WINDOW  # gap and window overflow
 
@@ -55,7 +56,7 @@ async def test_a_paused_session_near_the_window_sends_no_more_than_the_stock_age
 ):
     rows = await store_rows(sessions, long_gap_session(key, 30))
     await pause(sessions, key, clock)
-    turn = Turn(key, WINDOW, rows[-1].id, context_window=CONTEXT_WINDOW, folds_after_turn=True)
+    turn = Turn(key, WINDOW, rows[-1].id, context_window=CONTEXT_WINDOW)
 
     history = await service.build_history(turn, ScriptedChatModel())
 
@@ -75,7 +76,7 @@ async def test_a_paused_backlog_is_left_out_with_a_log_line_and_the_history_open
     rows = await store_rows(sessions, chat_rows(key, 61 + WINDOW))  # the window starts with an answer
     await pause(sessions, key, clock)
 
-    history = await service.build_history(Turn(key, WINDOW, rows[-1].id, folds_after_turn=True), ScriptedChatModel())
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
 
     assert history.messages[0].sender == "User"
     assert history.messages[0].text == HISTORY_START_NOTE
@@ -89,7 +90,7 @@ async def test_a_paused_backlog_is_left_out_with_a_log_line_and_the_history_open
 async def test_roles_alternate_from_a_user_message_whatever_is_left_out(service, sessions, key, clock):
     rows = await store_rows(sessions, chat_rows(key, 61 + WINDOW))
     await pause(sessions, key, clock)
-    history = await service.build_history(Turn(key, WINDOW, rows[-1].id, folds_after_turn=True), ScriptedChatModel())
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
     roles = [message.sender for message in history.messages] + ["User"]  # the input follows
     assert roles[0] == "User"
     assert all(a != b for a, b in itertools.pairwise(roles))

@@ -140,14 +140,20 @@ def test_headings_as_models_write_them_are_normalised(written):
 
 
 def test_notes_that_parrot_the_instructions_are_rejected():
-    # What Qwen2.5-Coder 0.5B Instruct answered (28 words), and what a base model copies: the whole prompt.
+    # A model that copies the format description instead of writing notes, and one that copies the whole prompt.
     parroted = (
-        "Key facts:\n- one short line per fact (who, what, identifiers, decisions, open tasks)\n"
-        "Conversation so far:\n- a few short lines on what was discussed, oldest first"
+        'Key facts:\n- followed by one short line per fact, each starting with "- ".\n'
+        'Conversation so far:\n- followed by a few short lines, oldest first, each starting with "- "'
     )
     for answer in (parroted, SUMMARY_INSTRUCTIONS):
         with pytest.raises(SummaryRejectedError, match="repeats the fold instructions"):
             validate_summary(answer, previous_summary="", batch=BATCH)
+
+
+def test_the_format_is_described_without_sample_lines_a_small_model_would_copy():
+    # Qwen2.5-Coder 0.5B returned these sample lines of the earlier prompt as its notes.
+    assert "one short line per fact (who, what" not in SUMMARY_INSTRUCTIONS
+    assert not [line for line in SUMMARY_INSTRUCTIONS.splitlines() if line.startswith("- ")]
 
 
 def test_the_fold_instructions_carry_nothing_for_tests():

@@ -3,14 +3,14 @@ from lfx.io import BoolInput, HandleInput, IntInput
 
 from langflow_session_memory.services.session_memory.agent_history import (
     agent_model,
+    agent_tools,
     finish_turn,
     history_with_memory,
     memory_switched_on,
     run_with_context_recovery,
+    stored_message,
     with_memory_step,
 )
-from langflow_session_memory.services.session_memory.playground import store_without_notes
-from langflow_session_memory.services.session_memory.recall_tool import with_recall_tool
 
 
 class SessionMemoryAgentComponent(AgentComponent):
@@ -89,7 +89,7 @@ class SessionMemoryAgentComponent(AgentComponent):
 
     async def get_agent_requirements(self):
         llm, chat_history, tools = await super().get_agent_requirements()
-        return llm, chat_history, await with_recall_tool(self, tools)
+        return llm, chat_history, await agent_tools(self, tools)
 
     async def get_memory_data(self):
         if not memory_switched_on(self):
@@ -109,7 +109,7 @@ class SessionMemoryAgentComponent(AgentComponent):
         return with_memory_step(self, message)
 
     async def _store_message(self, message):
-        return await store_without_notes(message, super()._store_message)
+        return await stored_message(message, super()._store_message)
 
     async def _update_stored_message(self, message):
-        return await store_without_notes(message, super()._update_stored_message)
+        return await stored_message(message, super()._update_stored_message)

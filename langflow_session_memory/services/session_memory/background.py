@@ -2,8 +2,8 @@
 
 Tracked (a task the garbage collector cannot drop), one per session, a bounded number per
 process, cancelled on Langflow's shutdown (the plugin's lifespan opens and closes this).
-Where no server loop is open (a one-shot ``lfx run``, a script) nothing runs here and
-turns fold inside themselves, as before. A fold cancelled mid-way releases its claim on
+Where no server loop is open (a one-shot ``lfx run``, a script) nothing runs here: the
+fold after the answer is awaited by the turn instead, by the same path. A fold cancelled mid-way releases its claim on
 the way out; a process that dies mid-fold leaves a claim that runs out by itself.
 """
 
@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory.model import SessionKey
-from langflow_session_memory.services.session_memory.reasons import describe
 
 MAX_BACKGROUND_FOLDS = 16
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -50,16 +49,18 @@ class BackgroundFolds:
     def start(self, key: SessionKey, fold: Callable[[], Awaitable[None]]) -> bool:
         """Start ``fold`` for ``key`` unless one runs for it already or the process has ``limit`` running.
 
+        ``fold`` logs its own failure (``SessionMemoryService.fold_after_turn`` never raises).
+
         A fold not started is not lost: the session's next turn asks again, and its prompt
         holds the unfolded messages meanwhile (at most two batches; beyond that the turn
-        folds inside itself).
+        folds the excess inside itself).
         """
         if not self.available() or key in self._running:
             return False
         if len(self._running) >= self.limit:
             logger.info(f"session_summary_fold_deferred reason=busy running={len(self._running)}")
             return False
-        task = asyncio.get_running_loop().create_task(self._run(key, fold), name="session-memory-fold")
+        task = asyncio.get_running_loop().create_task(fold(), name="session-memory-fold")
         self._running[key] = task
         task.add_done_callback(lambda _task: self._running.pop(key, None))
         return True
@@ -94,12 +95,3 @@ class BackgroundFolds:
         if tasks:
             _done, stuck = await asyncio.wait(tasks, timeout=grace_seconds)
             await logger.ainfo(f"session_summary_background_stopped cancelled={len(tasks)} stuck={len(stuck)}")
-
-    @staticmethod
-    async def _run(key: SessionKey, fold: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await fold()
-        except Exception as error:  # noqa: BLE001 - a failed background fold must not end silently; the next turn retries
-            await logger.awarning(
-                f"session_summary_fold_failed mode=background session_id={key.session_id!r} reason={describe(error)!r}"
-            )

@@ -44,14 +44,13 @@ class FoldPlan(Generic[T]):
     raw_gap: tuple[T, ...]
 
 
-def raw_gap_limit(batch_size: int = FOLD_BATCH_SIZE, *, folds_after_turn: bool) -> int:
-    """The most unfolded gap messages a prompt may hold.
+def raw_gap_limit(batch_size: int = FOLD_BATCH_SIZE) -> int:
+    """The most unfolded gap messages a prompt may hold: :data:`RAW_GAP_BATCHES` batches.
 
-    Folding inside the turn: fewer than one batch (a full batch is folded first). Folding
-    after the turn: up to :data:`RAW_GAP_BATCHES` batches, so a turn never waits for a
-    fold that runs, or is about to run, in the background.
+    Folds run after the answer, so a turn sends what has not been folded yet rather than
+    wait for a fold; beyond this a backlog is folded inside the turn (only the excess).
     """
-    return RAW_GAP_BATCHES * batch_size if folds_after_turn else batch_size - 1
+    return RAW_GAP_BATCHES * batch_size
 
 
 def unfolded_tail(gap: Sequence[T], folded: int, limit: int) -> tuple[T, ...]:
@@ -71,27 +70,26 @@ def plan_fold(
     batch_size: int = FOLD_BATCH_SIZE,
     max_batches: int = MAX_BATCHES_PER_TURN,
     fold_all: bool = False,
-    folds_after_turn: bool = False,
+    after_answer: bool = False,
     whole_gap: bool = True,
 ) -> FoldPlan[T]:
-    """Plan one turn for ``gap``: the unfolded messages older than the raw part, ascending, as read.
+    """Plan a fold of ``gap``: the unfolded messages older than the raw part, ascending, as read.
 
-    Normally ``gap`` holds at most :func:`gap_fetch_limit` messages and only full batches
-    are folded: every full batch, or with ``folds_after_turn`` only as many as keep the
-    raw gap within :func:`raw_gap_limit` (the rest is folded after the answer).
-    ``fold_all`` is for a prompt that no longer fits the model's context: the last batch
-    may be partial and nothing of the gap is sent raw. At most ``max_batches`` either way;
-    none while the key is paused. ``whole_gap`` is False when the read stopped at its
-    limit: what follows the folded batches is then not known to reach the window, so none
-    of it is sent.
+    Normally ``gap`` holds at most :func:`gap_fetch_limit` messages. A turn sends up to
+    :func:`raw_gap_limit` of them raw and folds only the excess, in full batches; the fold
+    after the answer (``after_answer``) folds every full batch. ``fold_all`` is for a prompt
+    that no longer fits the model's context: the last batch may be partial and nothing of
+    the gap is sent raw. At most ``max_batches`` either way; none while the key is paused.
+    ``whole_gap`` is False when the read stopped at its limit: what follows the folded
+    batches is then not known to reach the window, so none of it is sent.
     """
-    limit = raw_gap_limit(batch_size, folds_after_turn=folds_after_turn)
+    limit = raw_gap_limit(batch_size)
     if fold_all:
         wanted = math.ceil(len(gap) / batch_size)
-    elif folds_after_turn:
-        wanted = math.ceil(max(len(gap) - limit, 0) / batch_size)
-    else:
+    elif after_answer:
         wanted = len(gap) // batch_size
+    else:
+        wanted = math.ceil(max(len(gap) - limit, 0) / batch_size)
     batch_count = 0 if paused else min(wanted, max_batches)
     batches = tuple(tuple(gap[i * batch_size : (i + 1) * batch_size]) for i in range(batch_count))
     raw_gap = () if fold_all or not whole_gap else unfolded_tail(gap, batch_count * batch_size, limit)

@@ -8,44 +8,27 @@ steps, and no chat message is stored for it. A failed search answers "unavailabl
 is logged without any text; the turn goes on.
 """
 
-import functools
-import json
 import time
 
 from langchain_core.tools import StructuredTool
 from lfx.log.logger import logger
-from pydantic import BaseModel, Field
 
-from langflow_session_memory.services.session_memory import context_size, messages
-from langflow_session_memory.services.session_memory.agent_history import (
-    _memory_turn,
-    _with_memory,
-    bool_input,
-    memory_switched_on,
-)
+from langflow_session_memory.services.session_memory import agent_turn, messages
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.search import Match, answer, keywords, rank
-
-TOOL_NAME = "search_earlier_messages"
-# Sent with every request of a turn that offers the tool: short, it says when to search and how.
-TOOL_DESCRIPTION = (
-    "Search this conversation's earlier messages, older than those you see (the notes may lack details). Use it "
-    "when the user refers to something said before that is not in front of you. Pass a few distinctive words "
-    "(e.g. 'invoice number supplier'). Returns up to 5 matching messages with sender and time."
+from langflow_session_memory.services.session_memory.search import (
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    Match,
+    SearchQuery,
+    answer,
+    keywords,
+    rank,
 )
+
 SEARCH_UNAVAILABLE = "The search of earlier messages is unavailable right now; answer with what you have."
 SEARCH_FAILED_EVENT = "session_memory_search_failed"
 CANDIDATE_LIMIT = 200
 READ_CHARACTERS = 20_000
-
-
-class SearchQuery(BaseModel):
-    query: str = Field(description="Distinctive words: a name, code or number.")
-
-
-def search_switched_on(component) -> bool:
-    """The "Search Older Messages" input; on when never set."""
-    return bool_input(component, "search_older_messages", default=True)
 
 
 async def with_recall_tool(component, tools):
@@ -54,12 +37,12 @@ async def with_recall_tool(component, tools):
     A tool of the same name already connected wins (providers reject duplicate names), as
     for Langflow's own date and calculator tools.
     """
-    if not (memory_switched_on(component) and search_switched_on(component)):
+    if not (agent_turn.memory_switched_on(component) and agent_turn.search_switched_on(component)):
         return tools
     if any(getattr(tool, "name", None) == TOOL_NAME for tool in tools or []):
         return tools
     try:
-        applies = _memory_turn(component) is not None
+        applies = agent_turn.memory_turn(component) is not None
     except Exception as error:  # noqa: BLE001 - the tool is an extra: without it the turn goes on; logged
         await logger.aerror(f"{SEARCH_FAILED_EVENT} reason={describe(error)}")
         return tools
@@ -70,13 +53,6 @@ async def with_recall_tool(component, tools):
     return [*(tools or []), tool]
 
 
-@functools.cache
-def recall_tool_tokens() -> int:
-    """The estimated size of the tool's schema, which goes with every request of a turn that offers it."""
-    function = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": SearchQuery.model_json_schema()}
-    return context_size.estimate_tokens(json.dumps({"type": "function", "function": function}))
-
-
 def recall_tool(component) -> StructuredTool:
     """The tool, bound to the running component: its key is read when the model calls it."""
 
@@ -84,7 +60,7 @@ def recall_tool(component) -> StructuredTool:
         words = keywords(query)
         if not words:
             return answer([], words)
-        found = await _with_memory(
+        found = await agent_turn.with_memory(
             component,
             lambda service, turn: find_earlier(service.sessions, turn, words),
             failure_event=SEARCH_FAILED_EVENT,

@@ -5,11 +5,24 @@ tool that runs it is ``recall_tool``. The database narrows a session to the newe
 hundred messages that contain any keyword; what the model sees is decided here.
 """
 
+import functools
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from pydantic import BaseModel, Field
+
+from langflow_session_memory.services.session_memory import context_size
+
+TOOL_NAME = "search_earlier_messages"
+# Sent with every request of a turn that offers the tool: short, it says when to search and how.
+TOOL_DESCRIPTION = (
+    "Search this conversation's earlier messages, older than those you see (the notes may lack details). Use it "
+    "when the user refers to something said before that is not in front of you. Pass a few distinctive words "
+    "(e.g. 'invoice number supplier'). Returns up to 5 matching messages with sender and time."
+)
 MAX_RESULTS = 5
 MAX_KEYWORDS = 8
 # The model writes the query: these bound what reaches SQL (PostgreSQL compiles the words into one
@@ -27,6 +40,17 @@ said say she so some than that the their them then there these they this to told
 which who whom why will with would you your"""
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 _WORD = re.compile(r"\w+(?:[-.'/:]\w+)*")
+
+
+class SearchQuery(BaseModel):
+    query: str = Field(description="Distinctive words: a name, code or number.")
+
+
+@functools.cache
+def tool_schema_tokens() -> int:
+    """The estimated size of the tool's schema, which goes with every request of a turn that offers it."""
+    function = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": SearchQuery.model_json_schema()}
+    return context_size.estimate_tokens(json.dumps({"type": "function", "function": function}))
 
 
 @dataclass(frozen=True)

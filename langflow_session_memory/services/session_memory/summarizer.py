@@ -59,17 +59,18 @@ MIN_TRANSCRIPT_TOKENS = 100
 _LINE_OVERHEAD_TOKENS = 4  # "User: " and the line break
 SMALLEST_CLIP_CHARACTERS = 200  # a lone message is clipped no shorter when a request is still refused
 
+# The format is described in words, not shown with sample bullets: small instruct models copy
+# sample lines verbatim (Qwen2.5-Coder 0.5B returned "- one short line per fact (who, what, ...)").
 SUMMARY_INSTRUCTIONS = f"""You keep the running notes of a long conversation between a user and an assistant.
 You receive the current notes (possibly empty) and the next messages of the conversation.
 Return the updated notes: keep every fact from the current notes that still holds, add what
 the new messages establish, and correct what they change. Never drop names, identifiers,
 numbers, decisions or commitments. Do not answer the user and do not add commentary.
 
-Write exactly two sections, in this order, at most {SUMMARY_WORD_LIMIT} words in total:
-Key facts:
-- one short line per fact (who, what, identifiers, decisions, open tasks)
-Conversation so far:
-- a few short lines on what was discussed, oldest first"""
+Write the notes in two sections, at most {SUMMARY_WORD_LIMIT} words in total. The first section
+starts with the line "Key facts:" followed by one short line per fact, each starting with "- ".
+The second section starts with the line "Conversation so far:" followed by a few short lines,
+oldest first, each starting with "- ", saying what was discussed."""
 
 # Anchored at the start: an error or a refusal is the whole answer, while notes may well
 # mention "rate limits" or an "internal server error" the users talked about.

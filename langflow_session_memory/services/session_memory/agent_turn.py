@@ -1,0 +1,213 @@
+"""A running Agent component, read for session memory: its switches, its turn, and what one run carries.
+
+The one guard every path goes through (:func:`memory_turn`, :func:`with_memory`): where memory
+must not apply, or anything of it fails, the caller gets None and the Agent goes on as the
+stock one. What a run carries between Langflow's hooks lives in one :class:`RunState`.
+"""
+
+import json
+from dataclasses import dataclass
+from uuid import UUID
+
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from lfx.inputs.validators import validate_boolean
+from lfx.log.logger import logger
+from lfx.memory.flow_context import coerce_flow_id, resolve_message_owner_id, should_persist_messages
+from lfx.schema.message import Message
+from lfx.utils.langflow_utils import has_langflow_db_backend
+
+from langflow_session_memory.services.session_memory import context_size
+from langflow_session_memory.services.session_memory.model import SessionKey
+from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
+from langflow_session_memory.services.session_memory.search import TOOL_NAME, tool_schema_tokens
+from langflow_session_memory.services.session_memory.service import History
+from langflow_session_memory.services.session_memory.turn import Turn
+
+# Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
+BUILT_IN_TOOL_TOKENS = 90
+STATE_ATTRIBUTE = "_session_memory"
+FALLBACK_EVENT = "session_memory_fallback"
+
+
+class ModelCalls(AsyncCallbackHandler):
+    """Counts the Agent's model calls in a run and keeps what the provider reported for the last one.
+
+    Attached to the Agent's own model, so it sees every call of the tool loop (and none of
+    the folds, which run on a copy without callbacks). The last call's size is what the
+    next turn's prompt grows from; the usage Langflow stores sums every call of the turn.
+    """
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.last_call_tokens: int | None = None
+        self._prompt_estimate = 0
+
+    async def on_chat_model_start(self, _serialized, messages, **_kwargs) -> None:
+        self.started += 1
+        self._prompt_estimate = context_size.estimated_size(
+            message.text if isinstance(message.text, str) else str(message.content) for message in messages[0]
+        )
+
+    async def on_llm_end(self, response, **_kwargs) -> None:
+        """The call's size as the provider reported it; estimated when it reported none (llama.cpp's streams)."""
+        for generations in response.generations:
+            for generation in generations:
+                usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
+                if usage.get("input_tokens"):
+                    self.last_call_tokens = int(usage["input_tokens"]) + int(usage.get("output_tokens") or 0)
+                else:
+                    self.last_call_tokens = self._prompt_estimate + context_size.estimate_tokens(generation.text)
+
+
+@dataclass
+class RunState:
+    """What one run of the Agent carries from hook to hook: its model, the calls it made, the history it got."""
+
+    model: BaseChatModel | None = None
+    calls: ModelCalls | None = None
+    history: History | None = None
+
+
+def run_state(component) -> RunState:
+    """The run's state, kept on the component (one attribute) from the model's creation to the answer."""
+    state = getattr(component, STATE_ATTRIBUTE, None)
+    if not isinstance(state, RunState):
+        state = RunState()
+        setattr(component, STATE_ATTRIBUTE, state)
+    return state
+
+
+def memory_switched_on(component) -> bool:
+    """The switch as Langflow's BoolInput reads it; off when never set (an Agent built without ``__init__``)."""
+    return bool_input(component, "summarize_older_messages", default=False)
+
+
+def search_switched_on(component) -> bool:
+    """The "Search Older Messages" input; on when never set."""
+    return bool_input(component, "search_older_messages", default=True)
+
+
+def bool_input(component, name: str, *, default: bool) -> bool:
+    """A BoolInput's value as Langflow reads it (``"true"``, ``"1"``, ``"yes"`` are on); ``default`` when never set."""
+    value = getattr(component, name, default)
+    try:
+        return validate_boolean(value)
+    except ValueError:
+        return bool(value)
+
+
+def configured_context_window(component) -> int:
+    """The "Context Window (tokens)" input as a whole number; 0 (use the model's profile) when not one."""
+    value = getattr(component, "context_window_tokens", 0)
+    try:
+        return max(int(value or 0), 0)
+    except (TypeError, ValueError):
+        logger.warning("session_memory_setting_ignored input=context_window_tokens reason=not_a_whole_number")
+        return 0
+
+
+def agent_model_of(component):
+    """The model this run's Agent uses (the one :func:`run_state` kept), built by Langflow when not kept yet."""
+    return run_state(component).model or component._get_llm()
+
+
+def summary_model_of(component) -> BaseChatModel | None:
+    """The model connected to "Summary Model", if any: it folds instead of the Agent's own model."""
+    model = getattr(component, "summary_model", None)
+    return model if isinstance(model, BaseChatModel) else None
+
+
+def fold_model_of(component) -> BaseChatModel:
+    return summary_model_of(component) or agent_model_of(component)
+
+
+def request_tokens(component, messages) -> int:
+    """The estimated size of the Agent's request with ``messages`` as its history."""
+    texts = (getattr(message, "text", "") for message in messages)
+    history = context_size.estimated_size(text if isinstance(text, str) else "" for text in texts)
+    return _fixed_tokens(component) + history
+
+
+def memory_turn(component) -> Turn | None:
+    """The turn's key, input and sizes, or None wherever memory must not apply (the stock history is then used).
+
+    The one guard for every path: N = 0, no Langflow database (standalone lfx), a run whose
+    messages are not stored, or a run without a flow, an owner or a session.
+    """
+    if not component.n_messages or not has_langflow_db_backend() or not should_persist_messages():
+        return None
+    graph = getattr(component, "graph", None)
+    flow_id = coerce_flow_id(getattr(graph, "flow_id", None))
+    owner_id = resolve_message_owner_id(graph) if graph is not None else None
+    if flow_id is None or owner_id is None or not getattr(graph, "session_id", None):
+        return None
+    given = component.input_value
+    key = SessionKey(
+        flow_id=flow_id, owner_id=owner_id, session_id=str(graph.session_id), context_id=component.context_id or ""
+    )
+    # The provider names Langflow's provider-scoped remediations for the model that folds; a connected
+    # Summary Model's provider is not known here, so only the unscoped ones apply to it.
+    summary_model = summary_model_of(component)
+    provider = None if summary_model else component._selected_model_remediation_context()[0]
+    context_window = context_size.context_window(agent_model_of(component), configured_context_window(component))
+    return Turn(
+        key=key,
+        n_messages=int(component.n_messages),
+        input_message_id=_uuid_or_none(given.get_id() if isinstance(given, Message) else None),
+        context_window=context_window,
+        fixed_tokens=_fixed_tokens(component),
+        provider=provider,
+        fold_context_window=context_size.context_window(summary_model, None) if summary_model else context_window,
+    )
+
+
+async def with_memory(component, build, failure_event: str = FALLBACK_EVENT):
+    """Run ``build(service, turn)``; None where memory does not apply or failed (logged without any text)."""
+    try:
+        turn = memory_turn(component)
+        if turn is None:
+            return None
+        return turn, await build(get_session_memory_service(), turn)
+    except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
+        await logger.aerror(f"{failure_event} reason={describe(error)}")
+        return None
+
+
+def _fixed_tokens(component) -> int:
+    """Estimated tokens the history does not control: instructions, tools and the user's input."""
+    given = getattr(component, "input_value", None)
+    input_text = given.text if isinstance(given, Message) else given
+    return (
+        context_size.estimate_tokens(getattr(component, "system_prompt", None) or "")
+        + context_size.estimate_tokens(input_text if isinstance(input_text, str) else "")
+        + _tools_tokens(component)
+    )
+
+
+def _tools_tokens(component) -> int:
+    """The tools' schemas, sent with every request: those on the component, and those added to it after
+    the history is read (Langflow's date and calculator tools where switched on, the search tool)."""
+    tools = [tool for tool in getattr(component, "tools", None) or [] if isinstance(tool, BaseTool)]
+    names = {tool.name for tool in tools}
+    added_later = [
+        (wanted and name not in names, size)
+        for wanted, name, size in (
+            (bool_input(component, "add_current_date_tool", default=False), "get_current_date", BUILT_IN_TOOL_TOKENS),
+            (bool_input(component, "add_calculator_tool", default=False), "evaluate_expression", BUILT_IN_TOOL_TOKENS),
+            (search_switched_on(component), TOOL_NAME, tool_schema_tokens()),
+        )
+    ]
+    return sum(context_size.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in tools) + sum(
+        size for missing, size in added_later if missing
+    )
+
+
+def _uuid_or_none(value) -> UUID | None:
+    try:
+        return UUID(str(value)) if value else None
+    except ValueError:
+        return None

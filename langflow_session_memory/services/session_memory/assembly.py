@@ -1,0 +1,255 @@
+"""What a turn sends: the turn rules applied to what it read, and the history built from the plan.
+
+Pure decisions over a :class:`Reading` (no I/O but converting stored rows to Langflow
+messages): which unfolded messages a turn folds first and which it sends raw, whether the
+request nears the context window, what is left out so it fits, and how the notes open the
+history. Folding itself (what is stored) is ``fold_runner``'s job.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from langflow.services.database.models.message.model import MessageTable
+from lfx.schema.message import Message
+from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_USER
+
+from langflow_session_memory.services.session_memory import context_size
+from langflow_session_memory.services.session_memory.model import SessionState
+from langflow_session_memory.services.session_memory.planner import (
+    FOLD_BATCH_SIZE,
+    MAX_BATCHES_PER_TURN,
+    FoldPlan,
+    gap_fetch_limit,
+    plan_fold,
+    raw_window_start,
+)
+from langflow_session_memory.services.session_memory.reading import Reading
+from langflow_session_memory.services.session_memory.turn import Mode, Turn
+
+SUMMARY_SENDER_NAME = "Session memory"
+SUMMARY_FRAME = (
+    "Notes on the earlier part of this conversation (older messages are summarized here "
+    "instead of being repeated):\n\n{summary}"
+)
+SUMMARY_ACKNOWLEDGEMENT = "Understood. I will use these notes as context for the rest of the conversation."
+HISTORY_START_NOTE = "(Earlier messages of this conversation are not shown here.)"
+COMPACTION_MAX_BATCHES = 10
+
+
+@dataclass(frozen=True)
+class EarlyFold:
+    """The request neared the context window: its estimated size before, and after folding ``folded_from_window``."""
+
+    size_before: int
+    size_after: int
+    folded_from_window: int
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """The messages sent raw, the batches to fold first, and whether the summary is sent.
+
+    ``dropped``: unfolded messages older than the window that are neither folded nor sent
+    this turn (a paused session's backlog, or a gap left out to fit the window), and why.
+    """
+
+    raw: list[MessageTable]
+    batches: tuple[tuple[MessageTable, ...], ...]
+    send_summary: bool = True
+    dropped: int = 0
+    dropped_reason: str = ""
+    early_fold: EarlyFold | None = None
+
+
+@dataclass(frozen=True)
+class TurnPlanner:
+    """The turn rules of DESIGN.md "How a turn works", in one place."""
+
+    clock: Callable[[], datetime]
+    batch_size: int = FOLD_BATCH_SIZE
+    max_batches: int = MAX_BATCHES_PER_TURN
+
+    @property
+    def gap_limit(self) -> int:
+        return gap_fetch_limit(self.batch_size, self.max_batches)
+
+    def plan(self, turn: Turn, reading: Reading, mode: Mode, *, may_fold: bool) -> TurnPlan:
+        """What to send raw and what to fold first.
+
+        A turn sends the window and up to two batches of the gap raw, and folds only a longer
+        backlog's excess; after the answer, every full batch of the gap is folded. Near the
+        context window (early fold) or after the provider refused the prompt (compaction),
+        everything older than the raw part is folded (the last batch may be partial) and
+        nothing of the gap is sent. A request that still would not fit is trimmed
+        (:meth:`_fitted`).
+        """
+        visible = _visible(turn, reading.window)
+        state = reading.state
+        paused = state.is_paused(self.clock()) or not may_fold
+        batching = {"paused": paused, "batch_size": self.batch_size, "whole_gap": len(reading.gap) < self.gap_limit}
+        if mode is Mode.AFTER_ANSWER:
+            fold = plan_fold(reading.gap, max_batches=self.max_batches, after_answer=True, **batching)
+            return TurnPlan(raw=[], batches=fold.batches)
+        if mode is Mode.COMPACT:
+            return self._folding_before(reading, visible, len(visible), COMPACTION_MAX_BATCHES, batching)
+        routine = plan_fold(reading.gap, max_batches=self.max_batches, **batching)
+        early, raw_start = self._early_fold(turn, state, routine.raw_gap, visible)
+        unfolded_before = any(not _is_folded(row, state) for row in visible[:raw_start])
+        if paused or early is None or not (unfolded_before or reading.gap):
+            return self._fitted(turn, state, reading.gap, routine, visible, raw_start, early)
+        plan = self._folding_before(reading, visible, raw_start, self.max_batches, batching)
+        return TurnPlan(raw=plan.raw, batches=plan.batches, early_fold=early)
+
+    def fold_due(self, reading: Reading) -> bool:
+        """Whether a fold should run after this answer: the gap reaches a batch once the answer is stored.
+
+        Storing the answer moves the window's oldest message into the gap: one more unfolded
+        message than this turn read.
+        """
+        return not reading.state.is_paused(self.clock()) and len(reading.gap) + 1 >= self.batch_size
+
+    def request_tokens(self, turn: Turn, summary: str, rows: Sequence[MessageTable]) -> int:
+        """The estimated size of the whole request: instructions, tools and input, the notes, the messages."""
+        notes = [message.text for message in summary_messages(summary, rows)]
+        return turn.fixed_tokens + context_size.estimated_size([*notes, *(row.text for row in rows)])
+
+    def _folding_before(
+        self, reading: Reading, visible: list[MessageTable], raw_start: int, max_batches: int, batching: dict
+    ) -> TurnPlan:
+        """Fold everything older than ``visible[raw_start]`` (the last batch may be partial); send the rest."""
+        to_fold = [row for row in visible[:raw_start] if not _is_folded(row, reading.state)]
+        complete = batching["whole_gap"]
+        fold = plan_fold(
+            [*reading.gap, *to_fold] if complete else reading.gap, max_batches=max_batches, fold_all=True, **batching
+        )
+        return TurnPlan(raw=visible[raw_start:], batches=fold.batches)
+
+    def _early_fold(
+        self, turn: Turn, state: SessionState, raw_gap: Sequence[MessageTable], visible: list[MessageTable]
+    ) -> tuple[EarlyFold | None, int]:
+        """Whether the request nears the context window, and where the raw part of the window then starts.
+
+        The larger of the provider's figure for the last model call (exact, but a turn old)
+        and the estimate of this request (it sees the messages since) is compared with
+        :data:`context_size.EARLY_FOLD_RATIO` of the window; the raw part is then cut to fit
+        :data:`context_size.TARGET_RATIO` of it, from a user message.
+        """
+        if not turn.context_window or not visible:
+            return None, 0
+        size = max(state.last_call_tokens or 0, self.request_tokens(turn, state.summary, [*raw_gap, *visible]))
+        if size <= context_size.EARLY_FOLD_RATIO * turn.context_window:
+            return None, 0
+        budget = int(context_size.TARGET_RATIO * turn.context_window) - turn.fixed_tokens
+        start = raw_window_start(
+            [context_size.estimate_tokens(row.text) for row in visible],
+            [row.sender == MESSAGE_SENDER_USER for row in visible],
+            budget - context_size.SUMMARY_RESERVE_TOKENS,
+        )
+        size_after = turn.fixed_tokens + context_size.estimated_size(row.text for row in visible[start:])
+        return EarlyFold(size_before=size, size_after=size_after, folded_from_window=start), start
+
+    def _fitted(
+        self,
+        turn: Turn,
+        state: SessionState,
+        gap: Sequence[MessageTable],
+        routine: FoldPlan,
+        visible: list[MessageTable],
+        raw_start: int,
+        early: EarlyFold | None,
+    ) -> TurnPlan:
+        """A routine request that fits the context window: never beyond the stock Agent's where that fits.
+
+        With the window known, the first of these that fits is sent: the summary, raw gap and
+        window (less what the summary covers before ``raw_start``); the same without the gap;
+        the stock Agent's own window alone; the summary and the window's newest part from
+        ``raw_start``, older messages left out of this turn (a fold could not run for them).
+        """
+        tail = visible[min(raw_start, _folded_prefix(visible, state)) :]
+        newest = visible[raw_start:]
+        choices = [(True, routine.raw_gap, tail), (True, (), tail), (False, (), visible), (True, (), newest)]
+        send_summary, raw_gap, rows = choices[0]
+        if turn.context_window:
+            limit = context_size.EARLY_FOLD_RATIO * turn.context_window
+            send_summary, raw_gap, rows = next(
+                (
+                    (send, raw, kept)
+                    for send, raw, kept in choices
+                    if self.request_tokens(turn, state.summary if send else "", [*raw, *kept]) <= limit
+                ),
+                choices[-1],
+            )
+        dropped, reason = self._left_out(state, gap, routine, visible, raw_gap, rows)
+        return TurnPlan(
+            raw=[*raw_gap, *rows],
+            batches=routine.batches,
+            send_summary=send_summary,
+            dropped=dropped,
+            dropped_reason=reason,
+            early_fold=early,
+        )
+
+    def _left_out(self, state, gap, routine: FoldPlan, visible, raw_gap, rows) -> tuple[int, str]:
+        """How many unfolded messages older than the input this turn neither folds nor sends, and why."""
+        sent = {row.id for row in rows}
+        left_out_of_window = sum(1 for row in visible if row.id not in sent and not _is_folded(row, state))
+        left_out_of_gap = len(gap) - sum(len(batch) for batch in routine.batches) - len(raw_gap)
+        if left_out_of_window or len(raw_gap) < len(routine.raw_gap):
+            reason = "context_window"
+        elif state.is_paused(self.clock()):
+            reason = "paused"
+        else:
+            reason = "backlog"
+        return left_out_of_gap + left_out_of_window, reason
+
+
+def _folded_prefix(rows: Sequence[MessageTable], state: SessionState) -> int:
+    """How many of ``rows`` (ascending) the summary covers: those at or before the cursor."""
+    return next((index for index, row in enumerate(rows) if not _is_folded(row, state)), len(rows))
+
+
+def _is_folded(row: MessageTable, state: SessionState) -> bool:
+    cursor = state.cursor
+    return cursor is not None and (row.timestamp, row.id) <= (cursor.timestamp, cursor.message_id)
+
+
+def _visible(turn: Turn, window: Sequence[MessageTable]) -> list[MessageTable]:
+    """The window as history: the stored input message is sent as the input, not repeated."""
+    return [row for row in window if row.id != turn.input_message_id]
+
+
+def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Message]:
+    """What opens the history: the summary as a user-role message that is never stored.
+
+    Roles alternate from a user message, as strict chat templates (Gemma, Mistral) require:
+    when the next message sent is a user message (a stored one, or the current input when
+    nothing with text follows), a short assistant acknowledgement follows the notes. Without
+    notes, a history whose window starts with an answer opens with a short user-role line
+    saying earlier messages are not shown, so the answer is not the first message.
+    """
+    first = next((row for row in following if (row.text or "").strip()), None)
+    if not summary:
+        if _sent_as_user(first):
+            return []
+        return [Message(text=HISTORY_START_NOTE, sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)]
+    notes = Message(
+        text=SUMMARY_FRAME.format(summary=summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME
+    )
+    if not _sent_as_user(first):
+        return [notes]
+    ack = Message(text=SUMMARY_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME)
+    return [notes, ack]
+
+
+async def history_messages(summary: str, raw: Sequence[MessageTable]) -> list[Message]:
+    """The history sent: the notes' opening, then the raw rows as Langflow's own history query converts them."""
+    return [*summary_messages(summary, raw), *[await Message.create(**row.model_dump()) for row in raw]]
+
+
+def _sent_as_user(row: MessageTable | None) -> bool:
+    """Whether lfx sends this row as a user message: the user's, or one without a sender (None: the input).
+
+    lfx leaves out rows with blank text, so the caller passes the first row with text.
+    """
+    return row is None or row.sender in (MESSAGE_SENDER_USER, "", None)

@@ -1,0 +1,243 @@
+"""Folding what a plan says, safely across workers: claim, check, fold, compare-and-swap, release.
+
+The one fold path: a turn's inline fold (a backlog, an early fold, a compaction) and the
+fold after an answer both go through :meth:`FoldRunner.run`. Any failure of a batch (the
+model, the validation, the write) keeps the previous summary and pauses folding for the
+session, stored in the row so every worker obeys it; it never fails the turn.
+"""
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from langchain_core.language_models import BaseChatModel
+from langflow.services.database.models.message.model import MessageTable
+from lfx.log.logger import logger
+
+from langflow_session_memory.services.session_memory import messages, store, summarizer
+from langflow_session_memory.services.session_memory.assembly import COMPACTION_MAX_BATCHES
+from langflow_session_memory.services.session_memory.model import SessionKey, SessionState
+from langflow_session_memory.services.session_memory.planner import MAX_BATCHES_PER_TURN
+from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.turn import FoldCost, Mode, SessionFactory, Turn
+
+FOLD_PAUSE = timedelta(minutes=10)
+CLAIM_MARGIN = timedelta(seconds=5)
+CLAIM_POLL_SECONDS = 0.1
+# A turn the provider refused as too long waits at most this for another worker's fold before it
+# compacts with the summary as it is: its user waits already, and a dead worker's claim holds minutes.
+COMPACTION_WAIT_SECONDS = 5.0
+
+Batches = Sequence[Sequence[MessageTable]]
+# After a reset, the row and the batches planned again from a fresh read.
+Replan = Callable[[], Awaitable[tuple[SessionState, Batches]]]
+
+
+@dataclass
+class FoldRunner:
+    """Runs folds for one process; every worker runs its own on the shared table."""
+
+    sessions: SessionFactory
+    clock: Callable[[], datetime]
+    fold_timeout: float = summarizer.FOLD_TIMEOUT_SECONDS
+    max_batches: int = MAX_BATCHES_PER_TURN
+
+    @property
+    def longest_claim(self) -> timedelta:
+        """The longest claim a worker can legitimately hold: a hard compaction's batches, one timeout each."""
+        return timedelta(seconds=self.fold_timeout * COMPACTION_MAX_BATCHES) + CLAIM_MARGIN
+
+    async def run(
+        self, turn: Turn, state: SessionState, batches: Batches, mode: Mode, llm: BaseChatModel, replan: Replan
+    ) -> FoldCost:
+        """Claim the session's fold; under the claim, check the folded range and the batches, then fold.
+
+        Without the claim (another worker is folding, or the row moved on since it was read)
+        no model is called; a compaction waits a few seconds for that fold and uses its row.
+        Every change to the row while the claim holds is this worker's, or a cleanup
+        listener's, which makes the fold's compare-and-swap fail.
+        """
+        until = await self._claim(state, mode)
+        if until is None:
+            if mode is Mode.COMPACT:
+                await self.wait_for_fold_elsewhere(state.key, min(self.fold_timeout, COMPACTION_WAIT_SECONDS))
+            return FoldCost()
+        try:
+            if state.cursor is not None and await self._folded_range_changed(turn, state):
+                if not await self.reset(state, reason="folded_range_changed"):
+                    return FoldCost()
+                state, batches = await replan()
+            if not batches:
+                return FoldCost()
+            if not await self._still_stored(batches):
+                await logger.ainfo(
+                    f"session_summary_fold_discarded reason=messages_changed session_id={state.key.session_id!r}"
+                )
+                return FoldCost()
+            return await self._fold_batches(state, batches, llm, turn, mode)
+        finally:
+            async with self.sessions() as session:
+                await store.release_fold(session, state.key, until)
+                await session.commit()
+
+    async def reset(self, state: SessionState, reason: str) -> bool:
+        """Drop a summary whose folded messages changed, or an invalid one: the session is folded again from its start.
+
+        A compare-and-swap on the row as read: it loses to any change since (another
+        worker's fold, an edit, a cleanup listener), and then the row changed anyway.
+        """
+        empty = SessionState(key=state.key, paused_until=state.paused_until, last_error=state.last_error)
+        async with self.sessions() as session:
+            won = await store.compare_and_swap(session, state, empty)
+            await session.commit()
+        if won:
+            await logger.awarning(
+                f"session_summary_reset reason={reason} folded_count={state.folded_count} "
+                f"session_id={state.key.session_id!r}"
+            )
+        return won
+
+    async def wait_for_fold_elsewhere(self, key: SessionKey, longest: float) -> None:
+        """Wait while another worker's claim holds, at most ``longest`` seconds; then the turn reads its row.
+
+        A claim still held then (a slow fold, or a dead worker's, which runs out by itself) is logged as such.
+        """
+        started = time.perf_counter()
+        claimed = True
+        while claimed and time.perf_counter() - started < longest:
+            async with self.sessions() as session:
+                current = await store.load(session, key)
+            claimed = current is not None and current.is_claimed(self.clock(), self.longest_claim)
+            if claimed:
+                await asyncio.sleep(CLAIM_POLL_SECONDS)
+        await logger.ainfo(
+            f"session_summary_fold_elsewhere waited_ms={round((time.perf_counter() - started) * 1000)} "
+            f"still_claimed={str(claimed).lower()} session_id={key.session_id!r}"
+        )
+
+    async def _fold_batches(
+        self, state: SessionState, batches: Batches, llm: BaseChatModel, turn: Turn, mode: Mode
+    ) -> FoldCost:
+        """Fold the batches in order, each committed on its own; stop at a failure or a lost race."""
+        cost, seen = FoldCost(), state
+        for batch in batches:
+            started = time.perf_counter()
+            try:
+                result = await summarizer.fold(
+                    llm,
+                    seen.summary,
+                    [summarizer.ChatLine(role=row.sender, text=row.text or "") for row in batch],
+                    timeout_seconds=self.fold_timeout,
+                    provider=turn.provider,
+                    context_window=turn.fold_context_window,
+                )
+                won, current = await self._commit(seen, _folded(seen, batch, result.summary))
+            except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
+                await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started))
+                return cost
+            spent = FoldCost(input_tokens=result.input_tokens, output_tokens=result.output_tokens)
+            cost = cost.plus_tokens(replace(spent, estimated=result.estimated))
+            if not won:
+                await self._log_lost(seen, current)
+                return cost
+            cost.folded += len(batch)
+            await logger.ainfo(
+                f"session_summary_fold latency_ms={_milliseconds_since(started)} "
+                f"folded={len(batch)} summary_words_before={summarizer.word_count(seen.summary)} "
+                f"summary_words_after={summarizer.word_count(result.summary)} version={current.version} "
+                f"mode={mode.runs} session_id={seen.key.session_id!r}"
+            )
+            seen = current
+        return cost
+
+    async def _claim(self, state: SessionState, mode: Mode) -> datetime | None:
+        """Claim the fold for as long as this mode's model calls may take; None when another worker has it.
+
+        With the claim held, any later delete or edit of the session's messages moves the
+        row's version (cleanup listener), so the fold cannot commit.
+        """
+        now = self.clock()
+        batches = COMPACTION_MAX_BATCHES if mode is Mode.COMPACT else self.max_batches
+        until = now + timedelta(seconds=self.fold_timeout * batches) + CLAIM_MARGIN
+        async with self.sessions() as session:
+            if state.version == 0:
+                await store.create_if_absent(session, state.key)
+            claimed = await store.claim_fold(session, state, until, now, self.longest_claim)
+            await session.commit()
+        return until if claimed else None
+
+    async def _folded_range_changed(self, turn: Turn, state: SessionState) -> bool:
+        """Whether messages were added behind the cursor or removed from the folded range.
+
+        Counting grows with the folded part of the session, so it runs only on turns that
+        fold (about one in ten): a late message is then folded in at most one batch later,
+        never lost. Deletions and edits are handled at once by the cleanup listeners.
+        """
+        async with self.sessions() as session:
+            return await messages.count_through(session, turn.key, state.cursor) != state.folded_count
+
+    async def _still_stored(self, batches: Batches) -> bool:
+        """Whether the batches are still stored as read: a change between this turn's read and its claim."""
+        async with self.sessions() as session:
+            unchanged = await messages.still_stored(session, [row for batch in batches for row in batch])
+            await session.commit()
+        return unchanged
+
+    async def _commit(self, seen: SessionState, new: SessionState) -> tuple[bool, SessionState | None]:
+        """Compare-and-swap ``new`` over ``seen``; returns whether we won and the row as it now is.
+
+        The claim created the row; if it is gone now, its session was deleted while the
+        model ran, and the summary of deleted messages must not bring it back.
+        """
+        async with self.sessions() as session:
+            won = await store.compare_and_swap(session, seen, new)
+            await session.commit()
+            if won:
+                return True, replace(new, version=seen.version + 1)
+            return False, await store.load(session, seen.key)
+
+    async def _log_lost(self, seen: SessionState, current: SessionState | None) -> None:
+        """Another worker's fold won, or a message of the batch changed (the cleanup listener moved the version)."""
+        session_id = seen.key.session_id
+        if current is not None and current.cursor != seen.cursor:
+            await logger.ainfo(
+                f"session_summary_lost_race session_id={session_id!r} "
+                f"seen_version={seen.version} winner_version={current.version}"
+            )
+        else:
+            await logger.ainfo(f"session_summary_fold_discarded reason=messages_changed session_id={session_id!r}")
+
+    async def log_failure(self, key: SessionKey, error: BaseException, mode: Mode, *, latency_ms: int) -> str:
+        """The one place a failed fold is logged: its mode, how long it took, and its kind (never its text)."""
+        reason = describe(error)
+        await logger.awarning(
+            f"session_summary_fold_failed mode={mode.runs} latency_ms={latency_ms} session_id={key.session_id!r} "
+            f"reason={reason!r}"
+        )
+        return reason
+
+    async def _pause(self, key: SessionKey, error: Exception, mode: Mode, *, latency_ms: int) -> None:
+        reason = await self.log_failure(key, error, mode, latency_ms=latency_ms)
+        until = self.clock() + FOLD_PAUSE
+        async with self.sessions() as session:
+            await store.pause(session, key, until, reason)
+            await session.commit()
+        await logger.awarning(f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()}")
+
+
+def _folded(seen: SessionState, batch: Sequence[MessageTable], summary: str) -> SessionState:
+    """The row after ``batch`` is folded into ``summary``: the cursor on its last message, no pause."""
+    return replace(
+        seen,
+        summary=summary,
+        cursor=messages.cursor_of(batch[-1]),
+        folded_count=seen.folded_count + len(batch),
+        paused_until=None,
+        last_error=None,
+    )
+
+
+def _milliseconds_since(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)

@@ -1,0 +1,69 @@
+"""The small values one Agent turn travels with: what it is, why a fold runs, what folding cost."""
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from enum import Enum
+from uuid import UUID
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from langflow_session_memory.services.session_memory.model import SessionKey
+
+SessionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One Agent turn: whose history, how many raw messages, and the stored input message.
+
+    ``context_window`` (tokens, None when unknown) and ``fixed_tokens`` (the estimated
+    system prompt, tools and input) let a turn that would not fit fold early, and keep its
+    request within the window. ``fold_context_window`` is the window of the model that folds
+    (the Agent's, or the Summary Model's). ``provider`` is the Langflow provider of the model
+    that folds, for Langflow's remediation of refused parameters.
+    """
+
+    key: SessionKey
+    n_messages: int
+    input_message_id: UUID | None
+    context_window: int | None = None
+    fixed_tokens: int = 0
+    provider: str | None = None
+    fold_context_window: int | None = None
+
+
+class Mode(Enum):
+    """Why a fold runs: inside a turn (a backlog, an early fold), after the provider refused the prompt
+    as too long (compaction), or after the answer (the routine fold)."""
+
+    ROUTINE = "routine"
+    COMPACT = "compact"
+    AFTER_ANSWER = "after_answer"
+
+    @property
+    def runs(self) -> str:
+        """Where a fold of this mode runs, for the log: inside the user's turn, or after its answer."""
+        return "background" if self is Mode.AFTER_ANSWER else "inline"
+
+
+@dataclass
+class FoldCost:
+    """Messages folded and the tokens the model calls cost; ``estimated`` when a provider reported none."""
+
+    folded: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    estimated: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.folded or self.input_tokens or self.output_tokens)
+
+    def plus_tokens(self, other: "FoldCost") -> "FoldCost":
+        """This cost's folds with both costs' tokens: a turn reports the tokens of folds it did not make."""
+        return FoldCost(
+            folded=self.folded,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            estimated=self.estimated or other.estimated,
+        )
