@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from benchmarks.inprocess import LogTail
-from langflow_session_memory.testing.langflow_env import langflow_environment
+from langflow_session_memory.testing.langflow_env import import_langflow_main, langflow_environment
 
 STARTER_FLOW = ("initial_setup", "starter_projects", "Simple Agent.json")
 
@@ -117,7 +117,7 @@ def langflow_app(url: str, *, model_base_url: str | None) -> Iterator[LangflowAp
         home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lsm-app-", ignore_cleanup_errors=True)))
         environment = langflow_environment(url, home, model_base_url=model_base_url)
         os.environ.update(environment)
-        import langflow.__main__  # noqa: F401  (its signal handlers must be set up in the main thread)
+        import_langflow_main()
         from fastapi.testclient import TestClient
         from langflow.main import create_app
         from lfx.services.deps import get_settings_service

@@ -2,6 +2,7 @@
 
 import logging
 import os
+from pathlib import Path
 
 import pytest
 import structlog
@@ -11,6 +12,30 @@ from tests.databases import BACKENDS, fresh_database, langflow_schema_database
 
 # The real-model tier runs only where a real model is served (``make test-real`` sets this).
 collect_ignore = [] if os.environ.get("REAL_MODEL_URL") else ["real_model"]
+# Tests that start Langflow (in this process, or ``make backend``): ``make test-fast`` leaves them out.
+APP_TEST_PATHS = ("app", "benchmarks", "real_model", "test_make_backend.py")
+SHARED_APP_BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that starts Langflow ``app``, and run the tests of the shared apps last, by backend.
+
+    Tests that start an app of their own run first, while no shared app holds Langflow's
+    process-wide services; then every test of the shared SQLite app, then of the shared
+    PostgreSQL app (see ``tests/app/conftest.py``), so each shared app starts once.
+    """
+    tests = Path(__file__).parent
+    for item in items:
+        relative = Path(item.path).relative_to(tests).parts
+        if relative and relative[0] in APP_TEST_PATHS:
+            item.add_marker(pytest.mark.app)
+
+    def group(item) -> int:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("langflow") if callspec is not None else None
+        return 0 if backend is None else 1 + SHARED_APP_BACKENDS.index(backend)
+
+    items.sort(key=group)  # stable: each group keeps the collection order
 
 
 @pytest.fixture(params=BACKENDS)

@@ -1,5 +1,7 @@
 """Environment for running Langflow in-process in tests, the demo and the benchmarks."""
 
+import signal
+import sys
 from pathlib import Path
 
 
@@ -8,8 +10,8 @@ def langflow_environment(
 ) -> dict[str, str]:
     """The variables Langflow reads at start-up: side files stay under ``home``, logs go to a file to parse.
 
-    ``model_base_url`` points the OpenAI provider at a local server (use 127.0.0.2, see
-    DESIGN.md); None leaves the real provider settings alone.
+    ``model_base_url`` points the OpenAI provider at a local server (use 127.0.0.2:
+    Langflow rewrites 127.0.0.1 inside a container, docs/design.md); None leaves the real provider settings alone.
     """
     environment = {
         "LANGFLOW_DATABASE_URL": url,
@@ -25,3 +27,19 @@ def langflow_environment(
     if model_base_url is not None:
         environment |= {"OPENAI_API_KEY": "sk-local", "OPENAI_BASE_URL": model_base_url}
     return environment
+
+
+def import_langflow_main() -> None:
+    """Import ``langflow.__main__`` in the main thread, keeping this process's signal handlers.
+
+    Langflow's shutdown imports it, and its module-level ``signal.signal`` fails outside the
+    main thread; but the handlers it installs would turn a CI time-out's SIGTERM into a
+    "graceful shutdown" that shows as a cascade of setup errors instead of one clear stop.
+    """
+    if "langflow.__main__" in sys.modules:
+        return
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    import langflow.__main__  # noqa: F401
+
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)

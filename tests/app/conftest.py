@@ -1,51 +1,41 @@
 """The real Langflow app in-process (``TestClient(create_app())``) against the bundled model server.
 
-One app per backend and test module: start-up costs 15-40 s. Every app test also watches
+One app per backend for the whole test session (``SharedApps``): each start costs 5-25 s, over a
+minute on a loaded machine, and tests make their own flows and sessions. Every app test also watches
 Langflow's log: a ``session_memory_*`` failure event written during a test fails it,
 unless the test declares it with ``@pytest.mark.expect_log("event", ...)``.
 """
 
-import asyncio
-
 import pytest
 
-from langflow_session_memory.migrations import runner
 from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
-from tests.app.langflow_app import (
-    FAILURE_EVENTS,
-    MIGRATED_EVENT,
-    LangflowLog,
-    failure_lines,
-    running_langflow,
-    shared_log_file,
-    shown,
-)
-from tests.app.langflow_client import LangflowClient
-from tests.databases import fresh_database
+from tests.app.langflow_app import FAILURE_EVENTS, LangflowLog, failure_lines, shared_log_file, shown
+from tests.app.langflow_client import LangflowClient, SharedApps
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def fake_model(tmp_path_factory):
     log = tmp_path_factory.mktemp("model") / "requests.jsonl"
     with run_in_thread(FakeModelConfig(request_log=str(log))) as server:
         yield server
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def langflow(request, fake_model, tmp_path_factory):
-    """A started Langflow app on a database that already carries our table (as after an earlier start)."""
-    home = tmp_path_factory.mktemp(f"langflow-{request.param}")
-    log = LangflowLog(shared_log_file(tmp_path_factory))
-    with fresh_database(request.param, home) as url:
-        asyncio.run(runner.upgrade(url))
-        start = log.mark()
-        with running_langflow(url, home, log_file=log.path, model_base_url=fake_model.base_url) as client:
-            started = log.lines_since(start)
-            if not any(MIGRATED_EVENT in line for line in started):
-                pytest.fail(f"{log.path} did not get the plugin's start-up line {MIGRATED_EVENT!r}: wrong log file?")
-            if failed := failure_lines(started):
-                pytest.fail(f"Langflow logged session memory failures while starting:\n{shown(failed)}")
-            yield LangflowClient(client, url=url, backend=request.param, log_file=str(log.path))
+@pytest.fixture(scope="session")
+def shared_apps(fake_model, tmp_path_factory):
+    """The app tests' Langflow apps: one per backend for the whole test session, one at a time."""
+    apps = SharedApps(fake_model.base_url, tmp_path_factory)
+    yield apps
+    apps.stop()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def langflow(request, shared_apps) -> LangflowClient:
+    """A started Langflow app on a database that already carries our table (as after an earlier start).
+
+    Shared by every app test of its backend (tests make their own flows and session ids);
+    tests run grouped by backend (``tests/conftest.py``), so each app starts once.
+    """
+    return shared_apps.client(request.param)
 
 
 @pytest.fixture(autouse=True)

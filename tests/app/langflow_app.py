@@ -15,7 +15,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine
 
-from langflow_session_memory.testing.langflow_env import langflow_environment
+from langflow_session_memory.testing.langflow_env import import_langflow_main, langflow_environment
 
 # Our events that mean the memory path did not do its job: the Agent fell back to the stock
 # history, the start-up migration failed, a cleanup statement was rolled back, the
@@ -53,7 +53,7 @@ def langflow_settings(url: str, home: Path, *, log_file: Path, model_base_url: s
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
     try:
-        import langflow.__main__  # noqa: F401  (its signal handlers must be set up in the main thread)
+        import_langflow_main()
         from lfx.services.deps import get_settings_service
 
         get_settings_service().settings.database_url = url  # a new app in this process reads it from here

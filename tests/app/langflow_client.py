@@ -5,22 +5,33 @@ import copy
 import json
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import langflow
+import pytest
 from langflow.services.database.models.message.model import MessageTable
 from lfx.schema.properties import Properties
 from sqlalchemy import Column, Connection, Integer, MetaData, Table, Text, Uuid, insert, text
 from sqlmodel.sql.sqltypes import UTCDateTime
 
-from tests.app.langflow_app import LangflowLog, database_engine
+from langflow_session_memory.migrations import runner
+from tests.app.langflow_app import (
+    MIGRATED_EVENT,
+    LangflowLog,
+    database_engine,
+    failure_lines,
+    running_langflow,
+    shared_log_file,
+    shown,
+)
+from tests.databases import fresh_database
 
 STARTER_FLOW = Path(langflow.__file__).parent / "initial_setup" / "starter_projects" / "Simple Agent.json"
 MODEL = [{"name": "gpt-4o-mini", "provider": "OpenAI", "metadata": {}}]
 MESSAGE = MessageTable.__table__  # Langflow's own column types: each backend stores ids and times as Langflow does
-# The contract columns of our table (DESIGN.md), declared here so the tests do not depend on the package's model.
+# The contract columns of our table (docs/design.md), declared here so the tests do not depend on the package's model.
 STATE = Table(
     "session_memory_state",
     MetaData(),
@@ -48,6 +59,7 @@ class LangflowClient:
         self.log_file = Path(log_file)
         self.backend = backend
         self.engine = database_engine(url)
+        self.rows_after_start: int | None = None  # state rows right after the app started (SharedApps)
         token = client.get("/api/v1/auto_login").json()["access_token"]
         client.headers["Authorization"] = f"Bearer {token}"
         self.user_id = uuid.UUID(client.get("/api/v1/users/whoami").raise_for_status().json()["id"])
@@ -319,3 +331,47 @@ def slow_folds(fake_model, seconds: float):
         yield
     finally:
         config.timeout_s, config.fail_only_summaries = saved
+
+
+class SharedApps:
+    """One started Langflow app at a time in this process, kept for every test of its backend.
+
+    Langflow's services are process-wide, so asking for the other backend stops the running
+    app first. Each database is fresh and already carries our table, as after an earlier start.
+    """
+
+    def __init__(self, model_base_url: str, tmp_path_factory):
+        self.model_base_url = model_base_url
+        self.tmp_path_factory = tmp_path_factory
+        self.log = LangflowLog(shared_log_file(tmp_path_factory))
+        self._running: tuple[str, ExitStack, LangflowClient] | None = None
+
+    def client(self, backend: str) -> LangflowClient:
+        if self._running is not None and self._running[0] == backend:
+            return self._running[2]
+        self.stop()
+        with ExitStack() as stack:
+            home = self.tmp_path_factory.mktemp(f"langflow-{backend}")
+            url = stack.enter_context(fresh_database(backend, home))
+            asyncio.run(runner.upgrade(url))
+            start = self.log.mark()
+            http = stack.enter_context(
+                running_langflow(url, home, log_file=self.log.path, model_base_url=self.model_base_url)
+            )
+            started = self.log.lines_since(start)
+            if not any(MIGRATED_EVENT in line for line in started):
+                pytest.fail(
+                    f"{self.log.path} did not get the plugin's start-up line {MIGRATED_EVENT!r}: wrong log file?"
+                )
+            if failed := failure_lines(started):
+                pytest.fail(f"Langflow logged session memory failures while starting:\n{shown(failed)}")
+            client = LangflowClient(http, url=url, backend=backend, log_file=str(self.log.path))
+            [(client.rows_after_start,)] = client.sql("SELECT count(*) FROM session_memory_state")
+            self._running = (backend, stack.pop_all(), client)
+        return client
+
+    def stop(self) -> None:
+        if self._running is not None:
+            _backend, stack, _client = self._running
+            self._running = None
+            stack.close()

@@ -45,7 +45,8 @@ def test_langflow_starts_on_a_database_that_carries_our_table(langflow):
     assert langflow.http.get("/health").status_code == 200
     assert langflow.sql("SELECT version_num FROM alembic_version_session_memory") == [(runner.head_revision(),)]
     assert len(langflow.sql("SELECT version_num FROM alembic_version")) == 1
-    assert langflow.sql("SELECT count(*) FROM session_memory_state") == [(0,)]
+    assert langflow.sql("SELECT count(*) FROM session_memory_state WHERE session_id = :s", s="none") == [(0,)]
+    assert langflow.rows_after_start == 0  # a start writes no state row
 
 
 def test_catalogue_shows_the_switch_off_and_n_on_the_node(langflow):

@@ -64,7 +64,7 @@ class TurnPlan:
 
 @dataclass(frozen=True)
 class TurnPlanner:
-    """The turn rules of DESIGN.md "How a turn works", in one place."""
+    """The turn rules of docs/design.md ("How a turn works"), in one place."""
 
     clock: Callable[[], datetime]
     batch_size: int = FOLD_BATCH_SIZE

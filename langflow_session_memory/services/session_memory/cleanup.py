@@ -147,14 +147,6 @@ def _chat(flow_id: UUID, owner_id: UUID, session_id: str):
     return and_(STATE.c.flow_id == flow_id, STATE.c.owner_id == owner_id, STATE.c.session_id == session_id)
 
 
-def _no_message_left():
-    return ~exists().where(
-        MESSAGE.c.flow_id == STATE.c.flow_id,
-        MESSAGE.c.user_id == STATE.c.owner_id,
-        MESSAGE.c.session_id == STATE.c.session_id,
-    )
-
-
 def _follow_changes(connection: Connection, oldest_changed: dict[tuple, datetime]) -> None:
     """Keep rows in step with changed (deleted or edited) messages, given the oldest change per chat.
 
@@ -166,8 +158,9 @@ def _follow_changes(connection: Connection, oldest_changed: dict[tuple, datetime
     chats = list(oldest_changed.items())
     for start in range(0, len(chats), KEYS_PER_STATEMENT):
         part = chats[start : start + KEYS_PER_STATEMENT]
+        no_message_left = ~store.has_messages(STATE)
         covered = [
-            and_(_chat(*chat), or_(STATE.c.cursor_timestamp >= oldest, _no_message_left())) for chat, oldest in part
+            and_(_chat(*chat), or_(STATE.c.cursor_timestamp >= oldest, no_message_left)) for chat, oldest in part
         ]
         connection.execute(delete(STATE).where(or_(*covered)))
         connection.execute(

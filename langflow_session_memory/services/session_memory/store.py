@@ -1,7 +1,7 @@
 """Reads and writes of ``session_memory_state``: one bounded, indexed statement each.
 
-Every function takes the caller's ``AsyncSession`` (Langflow's ``session_scope`` in the
-app, a test engine's session in tests) so the caller decides the transaction. Deleting
+Every function takes the caller's ``AsyncSession`` (from Langflow's session maker in the
+app, see ``runtime``; a test engine's session in tests) so the caller decides the transaction. Deleting
 rows when Langflow deletes messages, sessions or flows is ``cleanup``'s job: it runs inside
 Langflow's own transaction.
 """
@@ -186,8 +186,9 @@ async def pause(session: AsyncSession, key: SessionKey, until: datetime, reason:
     )
 
 
-def _has_messages(state_table):
-    """Correlated EXISTS over Langflow's ``message`` table, with Langflow's own history scoping."""
+def has_messages(state_table):
+    """Correlated EXISTS over Langflow's ``message`` table, with Langflow's own history scoping: the one
+    "this row's session still has messages" test (the sweep here, the cleanup listeners in ``cleanup``)."""
     from langflow.services.database.models.message.model import MessageTable
 
     message = MessageTable.__table__.c
@@ -205,7 +206,7 @@ async def sweep_orphans(session: AsyncSession, limit: int = SWEEP_BATCH) -> int:
     keeps its rows, and a row survives at worst until its session is deleted.
     """
     table = SessionMemoryState.__table__
-    orphan_ids = select(table.c.id).where(~_has_messages(table)).limit(limit)
+    orphan_ids = select(table.c.id).where(~has_messages(table)).limit(limit)
     ids = list((await session.execute(orphan_ids)).scalars())
     if not ids:
         return 0

@@ -187,13 +187,22 @@ def check_storable(summary: str) -> None:
 def validate_edited_summary(candidate: str) -> str:
     """A person's notes, checked like a fold's where it applies: not empty, at most the word cap."""
     summary = candidate.strip()
+    check_size(summary)
+    return summary
+
+
+def check_size(summary: str) -> int:
+    """Raise :class:`SummaryRejectedError` for notes that are empty, unstorable or over the word cap; their words.
+
+    The checks every summary passes, a person's edit and a model's fold alike.
+    """
     if not summary:
         raise SummaryRejectedError("empty summary")
     check_storable(summary)
     words = word_count(summary)
     if words > SUMMARY_WORD_LIMIT:
         raise SummaryRejectedError(f"summary has {words} words, over the {SUMMARY_WORD_LIMIT}-word cap")
-    return summary
+    return words
 
 
 def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
@@ -208,14 +217,9 @@ def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
 def validate_summary(candidate: str, *, previous_summary: str, batch: Sequence[ChatLine]) -> str:
     """Return the cleaned summary (headings in their canonical form), or raise :class:`SummaryRejectedError`."""
     summary = normalized_headings(candidate.strip())
-    if not summary:
-        raise SummaryRejectedError("empty summary")
-    check_storable(summary)
+    words = check_size(summary)
     if _ERROR_TEXT.search(summary):
         raise SummaryRejectedError("summary looks like an error text")
-    words = word_count(summary)
-    if words > SUMMARY_WORD_LIMIT:
-        raise SummaryRejectedError(f"summary has {words} words, over the {SUMMARY_WORD_LIMIT}-word cap")
     if repeats_instructions(summary):
         raise SummaryRejectedError("summary repeats the fold instructions")
     replaced = word_count(previous_summary) + sum(word_count(line.text) for line in batch)
