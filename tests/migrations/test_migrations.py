@@ -53,7 +53,12 @@ async def test_upgrade_downgrade_upgrade(database_url):
 
 @pytest.mark.parametrize(
     ("revision", "column"),
-    [("sm0002", "fold_claimed_until"), ("sm0003", "last_call_tokens"), ("sm0004", "unreported_input_tokens")],
+    [
+        ("sm0002", "fold_claimed_until"),
+        ("sm0003", "last_call_tokens"),
+        ("sm0004", "unreported_input_tokens"),
+        ("sm0005", "unreported_cached_input_tokens"),
+    ],
 )
 async def test_added_column_comes_and_goes_with_rows_and_key_kept(database_url, revision, column):
     now = datetime.now(UTC)

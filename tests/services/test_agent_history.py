@@ -4,7 +4,9 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
+from langchain_core.messages import AIMessage
 from lfx.schema.message import Message
+from lfx.schema.properties import Properties, Usage
 from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory import agent_history, agent_turn
@@ -18,6 +20,8 @@ from langflow_session_memory.services.session_memory.agent_history import (
     run_with_context_recovery,
 )
 from langflow_session_memory.services.session_memory.agent_turn import run_state
+from langflow_session_memory.services.session_memory.model import SessionState
+from langflow_session_memory.services.session_memory.playground import memory_step
 from langflow_session_memory.services.session_memory.recall_tool import SEARCH_UNAVAILABLE, recall_tool
 from langflow_session_memory.services.session_memory.service import History, SessionMemoryService
 from langflow_session_memory.services.session_memory.turn import Turn
@@ -135,3 +139,37 @@ async def test_a_failure_is_logged_at_error_with_its_kind_and_no_text(broken_dat
     assert failure["log_level"] == "error"
     assert failure["event"] == f"{event} reason=OperationalError driver=Exception"
     assert not [log for log in captured_logs if TEXT in str(log)]
+
+
+async def test_the_turn_reports_the_input_served_from_the_provider_s_cache_for_chats_and_folds_apart(
+    key, captured_logs
+):
+    reported = {"input_tokens": 2000, "output_tokens": 20, "total_tokens": 2020, "input_token_details": {}}
+    calls = [{**reported, "input_token_details": {"cache_read": cached}} for cached in (1792, 1920)]
+    model = ScriptedChatModel(script=[AIMessage(content="x", usage_metadata=usage) for usage in calls])
+    component = SimpleNamespace(n_messages=10)
+    agent_model(component, model)
+    for question in ("What is in ticket T-1?", "What is in ticket T-1? Tool result: the ticket"):
+        await model.ainvoke(question)  # the Agent's calls of this turn: a tool call, then the answer
+    notes = "Key facts:\n- customer ACME\nConversation so far:\n- greetings"
+    state = SessionState(key=key, summary=notes, folded_count=20, version=1)
+    history = History(
+        messages=[], summary=notes, input_tokens=1500, output_tokens=40, cached_input_tokens=1024, state=state
+    )
+    run_state(component).history = history
+    step = memory_step(history, session_id=key.session_id, flow_id=key.flow_id)
+    usage = Usage(input_tokens=4000, output_tokens=40, total_tokens=4040)
+    answer = Message(text="the answer", properties=Properties(usage=usage), content_blocks=[step])
+
+    result = await finish_turn(component, answer)
+
+    [line] = [log["event"] for log in captured_logs if log["event"].startswith("session_memory_turn ")]
+    assert "input_tokens=5500 " in line
+    assert " cached_input_tokens=3712 fold_cached_input_tokens=1024 " in line
+    [shown] = result.content_blocks
+    facts = shown.tool_input
+    assert (facts["cached_input_tokens"], facts["fold_input_tokens"], facts["fold_cached_input_tokens"]) == (
+        3712,
+        1500,
+        1024,
+    )

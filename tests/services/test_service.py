@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from langchain_core.messages import AIMessage
 from sqlalchemy import delete, event
 
 from langflow_session_memory.services.session_memory import messages, store
@@ -13,8 +14,10 @@ from langflow_session_memory.services.session_memory.assembly import SUMMARY_ACK
 from langflow_session_memory.services.session_memory.fold_runner import FoldRunner
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionMemoryState, SessionState
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
+from langflow_session_memory.services.session_memory.summarizer import FOLD_RUN_TAG
 from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
+from tests.services.test_summarizer import GOOD, RecordedRuns
 
 WINDOW = 10
 # Unfolded messages that make a turn fold one batch inside itself: the excess over the two batches it sends raw.
@@ -500,3 +503,21 @@ async def test_compaction_folds_everything_before_the_input_and_sends_the_summar
     assert len(model.batch_texts(0)) == WINDOW - 1
     assert [m.text for m in history.messages][1:] == [SUMMARY_ACKNOWLEDGEMENT]
     assert (await row(sessions, key)).folded_count == WINDOW - 1
+
+
+async def test_the_fold_after_the_answer_is_a_run_for_the_turn_s_tracers_with_its_cached_input(service, sessions, key):
+    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    tracer = RecordedRuns()
+    usage = {
+        "input_tokens": 1500,
+        "output_tokens": 40,
+        "total_tokens": 1540,
+        "input_token_details": {"cache_read": 1024},
+    }
+    model = ScriptedChatModel(script=[AIMessage(content=GOOD, usage_metadata=usage)])
+
+    await service.fold_after_turn(Turn(key, WINDOW, turn.input_message_id, tracing=(tracer,)), model)
+
+    assert [run["tags"] for run in tracer.runs] == [[FOLD_RUN_TAG]]
+    next_turn = await service.build_history(Turn(key, WINDOW, None), ScriptedChatModel())
+    assert (next_turn.input_tokens, next_turn.cached_input_tokens) == (1500, 1024)  # reported once, with the next turn

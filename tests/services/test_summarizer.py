@@ -4,6 +4,7 @@ import asyncio
 import re
 
 import pytest
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
@@ -13,6 +14,7 @@ from langflow_session_memory.services.session_memory.context_size import estimat
 from langflow_session_memory.services.session_memory.summarizer import (
     FOLD_OUTPUT_TOKENS,
     FOLD_REASONING_OUTPUT_TOKENS,
+    FOLD_RUN_TAG,
     SUMMARY_CHARACTER_LIMIT,
     SUMMARY_INSTRUCTIONS,
     ChatLine,
@@ -161,7 +163,7 @@ def test_the_fold_instructions_carry_nothing_for_tests():
     assert "SESSION-MEMORY" not in SUMMARY_INSTRUCTIONS.upper()
 
 
-async def test_fold_asks_for_updated_notes_without_callbacks():
+async def test_fold_asks_for_updated_notes():
     model = ScriptedChatModel(script=[GOOD])
     result = await fold(model, "Key facts:\n- customer ACME", BATCH)
 
@@ -172,6 +174,42 @@ async def test_fold_asks_for_updated_notes_without_callbacks():
     assert "Current notes:\nKey facts:\n- customer ACME" in human.content
     assert "User: we deploy project PRJ-123 on the EU cluster, step 19" in human.content
     assert (result.summary, result.input_tokens, result.output_tokens) == (GOOD, 100, 10)
+
+
+class RecordedRuns(AsyncCallbackHandler):
+    """A tracer's view: every chat model run it is told about, with its name and tags."""
+
+    def __init__(self):
+        self.runs = []
+
+    async def on_chat_model_start(self, serialized, messages, *, run_id, name=None, tags=None, **kwargs):
+        self.runs.append({"run_id": run_id, "name": name or kwargs.get("metadata", {}).get("name"), "tags": tags})
+
+
+async def test_a_fold_is_a_run_of_its_own_for_the_agent_s_tracers_and_for_no_other_callback():
+    tracer, model_callback = RecordedRuns(), RecordedRuns()
+    model = ScriptedChatModel(script=[GOOD], callbacks=[model_callback])  # e.g. the Agent's usage counter
+
+    await fold(model, "", BATCH, tracing=(tracer,))
+
+    assert len(tracer.runs) == 1
+    assert tracer.runs[0]["tags"] == [FOLD_RUN_TAG]
+    assert tracer.runs[0]["name"] == FOLD_RUN_TAG
+    assert model_callback.runs == []  # the model's own callbacks (the Agent's) never see the fold
+
+
+async def test_a_fold_reports_the_input_the_provider_served_from_its_cache():
+    usage = {
+        "input_tokens": 1500,
+        "output_tokens": 40,
+        "total_tokens": 1540,
+        "input_token_details": {"cache_read": 1024},
+    }
+    model = ScriptedChatModel(script=[AIMessage(content=GOOD, usage_metadata=usage)])
+
+    result = await fold(model, "", BATCH)
+
+    assert (result.input_tokens, result.cached_input_tokens) == (1500, 1024)
 
 
 async def test_fold_runs_at_temperature_zero_on_a_copy():

@@ -144,10 +144,12 @@ async def _add_fold_usage(component, result: Message) -> Message:
     usage (llama.cpp ignores ``stream_options``) gets the estimate instead, marked as one
     on the "Session memory" step and in the log line, so no figure goes missing unsaid.
     """
-    history = run_state(component).history
+    state = run_state(component)
+    history = state.history
     if history is None or result.properties is None:
         return result
     usage, estimated = result.properties.usage, history.tokens_estimated
+    cached = state.calls.cached_input_tokens if state.calls else 0
     if usage is None or not usage.input_tokens:
         usage = Usage(
             input_tokens=request_tokens(component, getattr(component, "chat_history", None) or []),
@@ -159,19 +161,32 @@ async def _add_fold_usage(component, result: Message) -> Message:
     await logger.ainfo(
         f"session_memory_turn input_tokens={input_tokens} output_tokens={output_tokens} "
         f"fold_input_tokens={history.input_tokens} fold_output_tokens={history.output_tokens} "
+        f"cached_input_tokens={cached} fold_cached_input_tokens={history.cached_input_tokens} "
         f"usage={'estimated' if estimated else 'reported'} folded={history.folded} "
         f"history_messages={len(history.messages)}"
     )
+    result = playground.with_step_facts(result, _cache_facts(cached, history))
     if not (history.input_tokens or history.output_tokens or estimated):
-        return result
+        return result  # Chat Output stores the step's counts with the answer
     total = Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens)
     result.properties.usage = total
     component._token_usage = total
     if estimated:
-        result = playground.with_usage_estimated(result)
+        result = playground.with_step_facts(result, {"usage": playground.USAGE_ESTIMATED})
     if result.get_id():
         result = await component._update_stored_message(result)
     return result
+
+
+def _cache_facts(cached: int, history) -> dict:
+    """What the provider served from its prompt cache, for the step (Langflow's ``Usage`` has no field for it).
+
+    The chat calls' and the folds' apart: a fold is a request of its own, billed on its own.
+    """
+    facts = {"cached_input_tokens": cached} if cached else {}
+    if history.input_tokens:
+        facts |= {"fold_input_tokens": history.input_tokens, "fold_cached_input_tokens": history.cached_input_tokens}
+    return facts
 
 
 async def _record_call_size(component) -> None:

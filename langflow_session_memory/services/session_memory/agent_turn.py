@@ -25,6 +25,7 @@ from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.services.session_memory.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.service import History
+from langflow_session_memory.services.session_memory.summarizer import cached_input_tokens
 from langflow_session_memory.services.session_memory.turn import Turn
 
 # Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
@@ -44,6 +45,7 @@ class ModelCalls(AsyncCallbackHandler):
     def __init__(self) -> None:
         self.started = 0
         self.last_call_tokens: int | None = None
+        self.cached_input_tokens = 0  # over the run's calls, as the provider reported them
         self._prompt_estimate = 0
 
     async def on_chat_model_start(self, _serialized, messages, **_kwargs) -> None:
@@ -57,6 +59,7 @@ class ModelCalls(AsyncCallbackHandler):
         for generations in response.generations:
             for generation in generations:
                 usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
+                self.cached_input_tokens += cached_input_tokens(usage)
                 if usage.get("input_tokens"):
                     self.last_call_tokens = int(usage["input_tokens"]) + int(usage.get("output_tokens") or 0)
                 else:
@@ -162,7 +165,14 @@ def memory_turn(component) -> Turn | None:
         fixed_tokens=_fixed_tokens(component),
         provider=provider,
         fold_context_window=context_size.context_window(summary_model, None) if summary_model else context_window,
+        tracing=tuple(tracing_callbacks(component)),
     )
+
+
+def tracing_callbacks(component) -> list:
+    """The Agent's tracing handlers (Langflow's tracing service), as lfx gives them to the Agent's tools."""
+    shared = getattr(component, "_get_shared_callbacks", None)
+    return list(shared()) if callable(shared) else []
 
 
 async def with_memory(component, build, failure_event: str = FALLBACK_EVENT):

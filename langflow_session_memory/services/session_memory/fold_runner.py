@@ -132,13 +132,19 @@ class FoldRunner:
                     timeout_seconds=self.fold_timeout,
                     provider=turn.provider,
                     context_window=turn.fold_context_window,
+                    tracing=turn.tracing,
                 )
                 won, current = await self._commit(seen, _folded(seen, batch, result.summary))
             except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
                 await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started))
                 return cost
-            spent = FoldCost(input_tokens=result.input_tokens, output_tokens=result.output_tokens)
-            cost = cost.plus_tokens(replace(spent, estimated=result.estimated))
+            spent = FoldCost(
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+                estimated=result.estimated,
+                cached_input_tokens=result.cached_input_tokens,
+            )
+            cost = cost.plus_tokens(spent)
             if not won:
                 await self._log_lost(seen, current)
                 return cost

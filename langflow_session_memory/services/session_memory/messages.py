@@ -38,6 +38,7 @@ _STATE_COLUMNS = [
         "last_call_tokens",
         "unreported_input_tokens",
         "unreported_output_tokens",
+        "unreported_cached_input_tokens",
     )
 ]
 _BEFORE_ANY_MESSAGE = datetime(1, 1, 1, tzinfo=UTC)

@@ -58,6 +58,7 @@ class SessionMemoryState(SessionMemoryBase, table=True):
     last_call_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     unreported_input_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     unreported_output_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    unreported_cached_input_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     created_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
     updated_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
 
@@ -95,6 +96,7 @@ class SessionState:
     last_call_tokens: int | None = None
     unreported_input_tokens: int = 0
     unreported_output_tokens: int = 0
+    unreported_cached_input_tokens: int = 0
 
     def is_paused(self, now: datetime) -> bool:
         return self.paused_until is not None and now < self.paused_until

@@ -47,12 +47,16 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
 USAGE_ESTIMATED = "estimated: the model server reported no token counts"
 
 
-def with_usage_estimated(message: Message) -> Message:
-    """The message with its step saying the turn's token figures are estimates (a copy when it has a step)."""
-    if not any(_steps(message.content_blocks)):
+def with_step_facts(message: Message, facts: dict) -> Message:
+    """The message with ``facts`` added to its step's counts (a copy when it has a step and facts to add).
+
+    For what is known only once the answer is written: the usage was estimated, how much
+    of the input the provider served from its prompt cache.
+    """
+    if not facts or not any(_steps(message.content_blocks)):
         return message
     blocks = [
-        _with(block, tool_input={**_field(block, "tool_input"), "usage": USAGE_ESTIMATED}) if _is_step(block) else block
+        _with(block, tool_input={**_field(block, "tool_input"), **facts}) if _is_step(block) else block
         for block in message.content_blocks
     ]
     return message.model_copy(update={"content_blocks": blocks})

@@ -34,9 +34,10 @@ class History:
     """What the Agent sends as chat history, what folds cost, and the row it was planned from.
 
     The tokens are this turn's folds plus those of folds that ran after earlier answers
-    and were not reported yet; ``tokens_estimated`` when a provider reported no usage for
-    some of them. ``fold_due``: a fold should run after this answer. ``summary`` is the
-    summary sent (empty when none is, or when it had to be left out to fit the window).
+    and were not reported yet (``cached_input_tokens`` of them served from the provider's
+    prompt cache); ``tokens_estimated`` when a provider reported no usage for some of them.
+    ``fold_due``: a fold should run after this answer. ``summary`` is the summary sent
+    (empty when none is, or when it had to be left out to fit the window).
     """
 
     messages: list[Message]
@@ -44,6 +45,7 @@ class History:
     folded: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
     state: SessionState | None = None
     fold_due: bool = False
     tokens_estimated: bool = False
@@ -106,7 +108,9 @@ class SessionMemoryService:
             cost = await self._fold(turn, reading, plan, Mode.AFTER_ANSWER, llm)
             if cost.input_tokens or cost.output_tokens:
                 async with self.sessions() as session:
-                    await store.add_unreported_usage(session, turn.key, cost.input_tokens, cost.output_tokens)
+                    await store.add_unreported_usage(
+                        session, turn.key, cost.input_tokens, cost.output_tokens, cost.cached_input_tokens
+                    )
                     await session.commit()
         except Exception as error:  # noqa: BLE001 - after the answer nobody sees an error; logged, the next turn retries
             latency_ms = round((time.perf_counter() - started) * 1000)
@@ -148,6 +152,7 @@ class SessionMemoryService:
             folded=cost.folded,
             input_tokens=cost.input_tokens,
             output_tokens=cost.output_tokens,
+            cached_input_tokens=cost.cached_input_tokens,
             state=reading.state,
             fold_due=mode is Mode.ROUTINE and self.planner.fold_due(reading),
             tokens_estimated=cost.estimated,
@@ -186,7 +191,11 @@ class SessionMemoryService:
             await session.commit()
         if not taken:
             return FoldCost()
-        return FoldCost(input_tokens=state.unreported_input_tokens, output_tokens=state.unreported_output_tokens)
+        return FoldCost(
+            input_tokens=state.unreported_input_tokens,
+            output_tokens=state.unreported_output_tokens,
+            cached_input_tokens=state.unreported_cached_input_tokens,
+        )
 
     def _earlier_fold(self, turn: Turn, mode: Mode) -> FoldCost | None:
         """What an earlier attempt of this turn (same stored input) folded; a retry does not fold again."""

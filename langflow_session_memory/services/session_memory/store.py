@@ -54,6 +54,7 @@ def to_state(key: SessionKey, row) -> SessionState:
         last_call_tokens=row.last_call_tokens,
         unreported_input_tokens=row.unreported_input_tokens or 0,
         unreported_output_tokens=row.unreported_output_tokens or 0,
+        unreported_cached_input_tokens=row.unreported_cached_input_tokens or 0,
     )
 
 
@@ -136,7 +137,9 @@ async def release_fold(session: AsyncSession, key: SessionKey, until: datetime) 
     )
 
 
-async def add_unreported_usage(session: AsyncSession, key: SessionKey, input_tokens: int, output_tokens: int) -> None:
+async def add_unreported_usage(
+    session: AsyncSession, key: SessionKey, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
+) -> None:
     """Keep the tokens of a fold that ran after an answer until a turn reports them (no row: nothing to keep)."""
     table = SessionMemoryState.__table__.c
     await session.execute(
@@ -145,6 +148,7 @@ async def add_unreported_usage(session: AsyncSession, key: SessionKey, input_tok
         .values(
             unreported_input_tokens=func.coalesce(table.unreported_input_tokens, 0) + input_tokens,
             unreported_output_tokens=func.coalesce(table.unreported_output_tokens, 0) + output_tokens,
+            unreported_cached_input_tokens=func.coalesce(table.unreported_cached_input_tokens, 0) + cached_input_tokens,
         )
     )
 
@@ -163,7 +167,7 @@ async def take_unreported_usage(session: AsyncSession, seen: SessionState) -> bo
             func.coalesce(table.c.unreported_input_tokens, 0) == seen.unreported_input_tokens,
             func.coalesce(table.c.unreported_output_tokens, 0) == seen.unreported_output_tokens,
         )
-        .values(unreported_input_tokens=0, unreported_output_tokens=0)
+        .values(unreported_input_tokens=0, unreported_output_tokens=0, unreported_cached_input_tokens=0)
     )
     return (await session.execute(statement)).rowcount == 1
 

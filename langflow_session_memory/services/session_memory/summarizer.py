@@ -1,7 +1,9 @@
 """One fold: the previous notes plus a batch of messages in, updated notes out, validated.
 
-The call is a separate copy of the Agent's own model with no callbacks, so nothing of it
-reaches the chat, the Playground stream or the Agent's tracing. It has its own output
+The call is a separate copy of the Agent's own model without its callbacks, so nothing of it
+reaches the chat or the Playground stream; the Agent's tracing handlers (LangSmith, Langfuse,
+any tracer Langflow's tracing service feeds) get it as a run of its own, tagged
+:data:`FOLD_RUN_TAG`, as the Agent's tools get theirs. It has its own output
 budget: the Agent's Max Tokens (often small) would cut the notes short. The answer is
 streamed and read here, never shown: reading stops at the budget, which also holds on
 servers that ignore the cap LangChain sends (llama-cpp-python ignores
@@ -26,6 +28,7 @@ from langflow_session_memory.services.session_memory import context_size
 # machine), and the operator CLI imports this module for ``word_count`` alone.
 
 SUMMARY_WORD_LIMIT = 300
+FOLD_RUN_TAG = "session_memory_fold"  # the name and tag of a fold's run in traces
 # 300 words of notes take about 2,000 characters; a few huge "words" must not pass the word cap.
 SUMMARY_CHARACTER_LIMIT = 4_000
 FOLD_TIMEOUT_SECONDS = 60.0
@@ -95,12 +98,17 @@ class ChatLine:
 
 @dataclass(frozen=True)
 class FoldResult:
-    """The new notes and what they cost; ``estimated`` when the provider reported no usage."""
+    """The new notes and what they cost; ``estimated`` when the provider reported no usage.
+
+    ``cached_input_tokens``: the part of the input the provider served from its prompt cache
+    (billed at a discount), as it reported it.
+    """
 
     summary: str
     input_tokens: int
     output_tokens: int
     estimated: bool = False
+    cached_input_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -346,10 +354,15 @@ def fold_model(
     return llm.model_copy(update=update)
 
 
-async def _invoke(model: BaseChatModel, request: list, output_tokens: int):
-    """The streamed answer, gathered; reading stops (and the stream closes) once it outgrows ``output_tokens``."""
+async def _invoke(model: BaseChatModel, request: list, output_tokens: int, tracing: Sequence):
+    """The streamed answer, gathered; reading stops (and the stream closes) once it outgrows ``output_tokens``.
+
+    ``tracing``: the only callbacks the call gets (an explicit list: none is inherited from a
+    run around it, such as an outer agent's, whose handlers would stream the notes).
+    """
     answer = None
-    async with aclosing(model.astream(request, config={"callbacks": []})) as chunks:
+    config = {"callbacks": list(tracing), "run_name": FOLD_RUN_TAG, "tags": [FOLD_RUN_TAG]}
+    async with aclosing(model.astream(request, config=config)) as chunks:
         async for chunk in chunks:
             answer = chunk if answer is None else answer + chunk
             if len(_text_of(answer.content)) > output_tokens * _CHARACTERS_PER_TOKEN:
@@ -359,7 +372,7 @@ async def _invoke(model: BaseChatModel, request: list, output_tokens: int):
     return answer
 
 
-async def _answer(llm: BaseChatModel, provider: str | None, request: list, output_tokens: int):
+async def _answer(llm: BaseChatModel, provider: str | None, request: list, output_tokens: int, tracing: Sequence):
     """The model's answer; a parameter the provider refuses is dropped and the call made once more.
 
     Langflow's remediation registry recognises the refusal from the provider's error
@@ -369,7 +382,7 @@ async def _answer(llm: BaseChatModel, provider: str | None, request: list, outpu
     from lfx.base.models import model_remediation
 
     try:
-        return await _invoke(fold_model(llm, provider, output_tokens=output_tokens), request, output_tokens)
+        return await _invoke(fold_model(llm, provider, output_tokens=output_tokens), request, output_tokens, tracing)
     except (SummaryRejectedError, RequestTooLongError):
         raise
     except Exception as error:
@@ -378,7 +391,8 @@ async def _answer(llm: BaseChatModel, provider: str | None, request: list, outpu
         remediation = model_remediation.find_remediation(str(error), provider, already_applied=set())
         if remediation is None:
             raise
-    response = await _invoke(fold_model(llm, provider, remediation.overrides, output_tokens), request, output_tokens)
+    model = fold_model(llm, provider, remediation.overrides, output_tokens)
+    response = await _invoke(model, request, output_tokens, tracing)
     model_remediation.remember(provider, _model_name(llm), remediation.overrides)
     return response
 
@@ -409,8 +423,12 @@ async def fold(
     timeout_seconds: float = FOLD_TIMEOUT_SECONDS,
     provider: str | None = None,
     context_window: int | None = None,
+    tracing: Sequence = (),
 ) -> FoldResult:
     """Ask the model for updated notes; raises on timeout, provider error or a rejected summary.
+
+    ``tracing``: the Agent's tracing handlers, which see each request as a run tagged
+    :data:`FOLD_RUN_TAG`.
 
     The whole batch must fold within ``timeout_seconds``, in one request or, on a small
     ``context_window``, in several (see :func:`fold_budget`). A request the model refuses as
@@ -419,24 +437,27 @@ async def fold(
     rejected whatever it holds: its last notes are missing.
     """
     budget = fold_budget(llm, context_window)
-    summary, input_tokens, output_tokens, estimated = previous_summary, 0, 0, False
+    result = FoldResult(previous_summary, 0, 0)
     pending = transcript_chunks(batch, budget)
     async with asyncio.timeout(timeout_seconds):
         while pending:
             chunk = pending.pop(0)
             try:
-                result = await _fold_chunk(llm, summary, chunk, provider, budget)
+                folded = await _fold_chunk(llm, result.summary, chunk, provider, budget, tracing)
             except RequestTooLongError:
                 halves = _halved(chunk)
                 if halves is None:
                     raise
                 pending[:0] = halves
                 continue
-            summary = result.summary
-            input_tokens += result.input_tokens
-            output_tokens += result.output_tokens
-            estimated = estimated or result.estimated
-    return FoldResult(summary, input_tokens, output_tokens, estimated)
+            result = FoldResult(
+                summary=folded.summary,
+                input_tokens=result.input_tokens + folded.input_tokens,
+                output_tokens=result.output_tokens + folded.output_tokens,
+                estimated=result.estimated or folded.estimated,
+                cached_input_tokens=result.cached_input_tokens + folded.cached_input_tokens,
+            )
+    return result
 
 
 class RequestTooLongError(ValueError):
@@ -455,10 +476,15 @@ def _halved(chunk: Sequence[ChatLine]) -> list[list[ChatLine]] | None:
 
 
 async def _fold_chunk(
-    llm: BaseChatModel, previous_summary: str, chunk: Sequence[ChatLine], provider: str | None, budget: FoldBudget
+    llm: BaseChatModel,
+    previous_summary: str,
+    chunk: Sequence[ChatLine],
+    provider: str | None,
+    budget: FoldBudget,
+    tracing: Sequence,
 ) -> FoldResult:
     request = fold_request(previous_summary, chunk)
-    response = await _answer(llm, provider, request, budget.output_tokens)
+    response = await _answer(llm, provider, request, budget.output_tokens, tracing)
     if incomplete := cut_off(response):
         raise SummaryRejectedError(f"summary {incomplete} ({budget.output_tokens}-token cap)")
     text = _text_of(response.content)
@@ -472,4 +498,15 @@ async def _fold_chunk(
         else context_size.estimated_size(m.content for m in request),
         output_tokens=int(usage.get("output_tokens") or 0) if reported else context_size.estimate_tokens(text),
         estimated=not reported,
+        cached_input_tokens=cached_input_tokens(usage),
     )
+
+
+def cached_input_tokens(usage: dict) -> int:
+    """The input a provider served from its prompt cache, from LangChain's ``usage_metadata``.
+
+    LangChain maps OpenAI's ``prompt_tokens_details.cached_tokens`` and Anthropic's
+    ``cache_read_input_tokens`` to ``input_token_details.cache_read``; absent means none reported.
+    """
+    details = usage.get("input_token_details") or {}
+    return int(details.get("cache_read") or 0)

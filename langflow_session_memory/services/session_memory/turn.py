@@ -21,7 +21,8 @@ class Turn:
     system prompt, tools and input) let a turn that would not fit fold early, and keep its
     request within the window. ``fold_context_window`` is the window of the model that folds
     (the Agent's, or the Summary Model's). ``provider`` is the Langflow provider of the model
-    that folds, for Langflow's remediation of refused parameters.
+    that folds, for Langflow's remediation of refused parameters. ``tracing``: the Agent's
+    tracing handlers (Langflow's tracing service), which see the turn's fold calls as runs.
     """
 
     key: SessionKey
@@ -31,6 +32,7 @@ class Turn:
     fixed_tokens: int = 0
     provider: str | None = None
     fold_context_window: int | None = None
+    tracing: tuple = ()
 
 
 class Mode(Enum):
@@ -49,12 +51,16 @@ class Mode(Enum):
 
 @dataclass
 class FoldCost:
-    """Messages folded and the tokens the model calls cost; ``estimated`` when a provider reported none."""
+    """Messages folded and the tokens the model calls cost; ``estimated`` when a provider reported none.
+
+    ``cached_input_tokens``: the part of ``input_tokens`` the provider served from its prompt cache.
+    """
 
     folded: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     estimated: bool = False
+    cached_input_tokens: int = 0
 
     def __bool__(self) -> bool:
         return bool(self.folded or self.input_tokens or self.output_tokens)
@@ -66,4 +72,5 @@ class FoldCost:
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             estimated=self.estimated or other.estimated,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
         )
