@@ -11,7 +11,7 @@ def langflow_environment(
     """The variables Langflow reads at start-up: side files stay under ``home``, logs go to a file to parse.
 
     ``model_base_url`` points the OpenAI provider at a local server (use 127.0.0.2:
-    Langflow rewrites 127.0.0.1 inside a container, docs/design.md); None leaves the real provider settings alone.
+    Langflow rewrites 127.0.0.1 inside a container, see README.md); None leaves the real provider settings alone.
     """
     environment = {
         "LANGFLOW_DATABASE_URL": url,
