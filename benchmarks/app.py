@@ -115,7 +115,9 @@ def langflow_app(url: str, *, model_base_url: str | None) -> Iterator[LangflowAp
     """Start the app on ``url`` (once per process); ``model_base_url`` None keeps the user's OpenAI settings."""
     with ExitStack() as stack:
         home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lsm-app-", ignore_cleanup_errors=True)))
-        environment = langflow_environment(url, home, model_base_url=model_base_url)
+        environment = langflow_environment(
+            url, home, model_base_url=model_base_url, plays_hosted=model_base_url is not None
+        )
         os.environ.update(environment)
         import_langflow_main()
         from fastapi.testclient import TestClient

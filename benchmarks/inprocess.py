@@ -55,7 +55,11 @@ def run_with_langflow(
     with ExitStack() as stack:
         home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lsm-bench-", ignore_cleanup_errors=True)))
         server = stack.enter_context(run_in_thread(model)) if model is not None else None
-        os.environ.update(langflow_environment(url, home, model_base_url=server.base_url if server else None))
+        os.environ.update(
+            langflow_environment(
+                url, home, model_base_url=server.base_url if server else None, plays_hosted=server is not None
+            )
+        )
         configure(log_level="INFO", log_file=home / "langflow.log")
         runtime = Runtime(log=LogTail(home / "langflow.log"), server=server)
         return asyncio.run(_serve(url, runtime, work, migrate=migrate))

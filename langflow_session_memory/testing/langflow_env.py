@@ -4,14 +4,17 @@ import signal
 import sys
 from pathlib import Path
 
+from langflow_session_memory.services.session_memory.settings import CANCEL_FOLDS_VARIABLE
+
 
 def langflow_environment(
-    url: str, home: Path, *, model_base_url: str | None, log_file: Path | None = None
+    url: str, home: Path, *, model_base_url: str | None, log_file: Path | None = None, plays_hosted: bool = False
 ) -> dict[str, str]:
     """The variables Langflow reads at start-up: side files stay under ``home``, logs go to a file to parse.
 
     ``model_base_url`` points the OpenAI provider at a local server (use 127.0.0.2:
-    Langflow rewrites 127.0.0.1 inside a container, see README.md); None leaves the real provider settings alone.
+    Langflow rewrites 127.0.0.1 inside a container, see README.md); None leaves the real provider
+    settings alone. ``plays_hosted``: that server is the bundled one, standing in for a hosted provider.
     """
     environment = {
         "LANGFLOW_DATABASE_URL": url,
@@ -26,6 +29,10 @@ def langflow_environment(
     }
     if model_base_url is not None:
         environment |= {"OPENAI_API_KEY": "sk-local", "OPENAI_BASE_URL": model_base_url}
+    if plays_hosted:
+        # The bundled server plays a hosted provider (OpenAI) from a loopback address, where a
+        # self-hosted server would be: its folds run on when a new turn comes, as OpenAI's would.
+        environment[CANCEL_FOLDS_VARIABLE] = "never"
     return environment
 
 

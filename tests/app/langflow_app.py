@@ -47,9 +47,16 @@ def shared_log_file(tmp_path_factory) -> Path:
 
 
 @contextmanager
-def langflow_settings(url: str, home: Path, *, log_file: Path, model_base_url: str | None) -> Iterator[None]:
-    """Langflow's environment set around the block (before it reads its settings), restored afterwards."""
-    environment = langflow_environment(url, home, model_base_url=model_base_url, log_file=log_file)
+def langflow_settings(
+    url: str, home: Path, *, log_file: Path, model_base_url: str | None, plays_hosted: bool = True
+) -> Iterator[None]:
+    """Langflow's environment set around the block (before it reads its settings), restored afterwards.
+
+    ``plays_hosted``: the model server is the bundled one, standing in for a hosted provider.
+    """
+    environment = langflow_environment(
+        url, home, model_base_url=model_base_url, log_file=log_file, plays_hosted=plays_hosted
+    )
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
     try:
@@ -68,14 +75,14 @@ def langflow_settings(url: str, home: Path, *, log_file: Path, model_base_url: s
 
 @contextmanager
 def running_langflow(
-    url: str, home: Path, *, log_file: Path, model_base_url: str | None = None
+    url: str, home: Path, *, log_file: Path, model_base_url: str | None = None, plays_hosted: bool = True
 ) -> Iterator[TestClient]:
     """``TestClient(create_app())`` on the database at ``url``, started and stopped around the block.
 
     Langflow's services are torn down when the client closes, so the next app reads its own
     database URL.
     """
-    with langflow_settings(url, home, log_file=log_file, model_base_url=model_base_url):
+    with langflow_settings(url, home, log_file=log_file, model_base_url=model_base_url, plays_hosted=plays_hosted):
         from langflow.main import create_app
 
         with TestClient(create_app()) as client:

@@ -197,8 +197,8 @@ SLOW_FOLD_SECONDS = 6.0
 
 
 def test_no_turn_waits_for_a_routine_fold_and_recall_is_unchanged(langflow, fake_model):
-    """Folds run after answers; a turn that comes while its session's fold runs cancels it and is answered
-    at once (a one-request server would otherwise make it wait), and the fold runs again after that answer."""
+    """Folds run after answers; a turn that comes while its session's fold runs is answered at once, beside it
+    (the bundled server plays a hosted provider; a self-hosted one would see the fold cancelled and rerun)."""
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = session()

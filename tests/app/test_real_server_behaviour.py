@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import pytest
 
 from langflow_session_memory.services.session_memory.assembly import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.settings import CANCEL_FOLDS_VARIABLE
 from langflow_session_memory.services.session_memory.summarizer import FOLD_OUTPUT_TOKENS, SUMMARY_INSTRUCTIONS
 from tests.app.langflow_client import slow_folds
 
@@ -182,7 +183,10 @@ def test_without_usage_in_streams_the_turn_reports_an_estimate_and_says_so(langf
 
 
 @pytest.mark.expect_log
-def test_a_new_turn_on_a_one_request_server_is_answered_before_the_fold_it_interrupts(langflow, fake_model):
+def test_a_new_turn_on_a_one_request_server_is_answered_before_the_fold_it_interrupts(
+    langflow, fake_model, monkeypatch
+):
+    monkeypatch.setenv(CANCEL_FOLDS_VARIABLE, "self-hosted")  # the default: the server plays a local llama.cpp
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = new_session()

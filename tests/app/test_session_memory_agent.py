@@ -166,7 +166,8 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     assert final["output"] == NOTES_KEPT_OUT
 
     stored = langflow.sql(
-        "SELECT text, content_blocks FROM message WHERE session_id = :s AND sender = 'Machine'", s=session_id
+        "SELECT text, content_blocks FROM message WHERE session_id = :s AND sender = 'Machine' ORDER BY timestamp",
+        s=session_id,
     )
     blocks = [json.loads(b) if isinstance(b, str) else b for _, b in stored]
     assert memory_steps(blocks[-1])  # the step is stored, with counts only

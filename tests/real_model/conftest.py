@@ -38,5 +38,7 @@ def langflow(real_model, tmp_path_factory):
     log = LangflowLog(shared_log_file(tmp_path_factory))
     with fresh_database("sqlite", home) as url:
         asyncio.run(runner.upgrade(url))
-        with running_langflow(url, home, log_file=log.path, model_base_url=real_model["url"]) as client:
+        with running_langflow(
+            url, home, log_file=log.path, model_base_url=real_model["url"], plays_hosted=False
+        ) as client:
             yield LangflowClient(client, url=url, backend="sqlite", log_file=str(log.path))

@@ -134,7 +134,8 @@ async def test_a_new_turn_cancels_its_session_s_fold_in_flight_and_is_answered_f
     assert service.background.start(key, lambda: service.fold_after_turn(turn, stuck))
     await asyncio.wait_for(stuck.reached.wait(), timeout=10)
 
-    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+    new_turn = Turn(key, WINDOW, rows[-1].id, cancels_background_fold=True)  # a self-hosted model server
+    history = await service.build_history(new_turn, ScriptedChatModel())
 
     state = await row(sessions, key)
     assert (state.fold_claimed_until, state.version, state.paused_until) == (None, 0, None)  # claim back, no pause
@@ -142,6 +143,29 @@ async def test_a_new_turn_cancels_its_session_s_fold_in_flight_and_is_answered_f
     assert service.background.running() == 1  # another session's fold goes on
     assert any(log["event"].startswith("session_summary_fold_cancelled reason=new_turn") for log in captured_logs)
     gate.set()
+    await service.background.close()
+
+
+async def test_on_a_hosted_provider_a_new_turn_leaves_its_session_s_fold_running(service, sessions, key, captured_logs):
+    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    gate = asyncio.Event()
+
+    class SlowModel(ScriptedChatModel):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            await gate.wait()  # still folding when the next turn comes
+            return self._generate(messages)
+
+    service.background.open()
+    assert service.background.start(key, lambda: service.fold_after_turn(turn, SlowModel()))
+    await asyncio.sleep(0.2)
+
+    await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())  # served at once
+
+    assert service.background.running() == 1
+    gate.set()
+    await service.background.settled()
+    assert (await row(sessions, key)).folded_count == 20  # the fold went on and landed
+    assert not any(log["event"].startswith("session_summary_fold_cancelled") for log in captured_logs)
     await service.background.close()
 
 

@@ -1,8 +1,13 @@
-"""Operator settings from the environment: the fold timeout."""
+"""Operator settings from the environment: the fold timeout, and which folds a new turn cancels."""
 
 import pytest
 
-from langflow_session_memory.services.session_memory.settings import FOLD_TIMEOUT_VARIABLE, fold_timeout_seconds
+from langflow_session_memory.services.session_memory.settings import (
+    CANCEL_FOLDS_VARIABLE,
+    FOLD_TIMEOUT_VARIABLE,
+    fold_timeout_seconds,
+    new_turn_cancels_fold,
+)
 
 
 def test_the_fold_timeout_is_60_seconds_unless_set():
@@ -18,5 +23,38 @@ def test_a_value_that_cannot_be_a_timeout_is_logged_and_the_default_holds(value,
     assert fold_timeout_seconds({FOLD_TIMEOUT_VARIABLE: value}) == 60.0
     assert any(
         log["event"].startswith(f"session_memory_setting_ignored variable={FOLD_TIMEOUT_VARIABLE}")
+        for log in captured_logs
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "self_hosted"),
+    [
+        ("http://127.0.0.2:8765/v1", True),  # llama.cpp, LM Studio on this machine
+        ("http://localhost:11434", True),  # Ollama
+        ("http://[::1]:8080/v1", True),
+        ("http://ollama:11434", True),  # a Docker Compose service
+        ("http://10.0.0.5:8000/v1", True),  # vLLM on a private network
+        ("http://192.168.1.20:1234/v1", True),
+        ("http://vllm.internal:8000/v1", True),
+        ("https://api.openai.com/v1", False),
+        ("https://my-vllm.example.com/v1", False),  # a public address: assume it is billed
+        (None, False),  # the provider's own default endpoint
+    ],
+)
+def test_a_new_turn_cancels_a_fold_only_on_a_self_hosted_server_by_default(url, self_hosted):
+    assert new_turn_cancels_fold(url, {}) is self_hosted
+
+
+@pytest.mark.parametrize(("value", "cancels"), [("always", True), ("never", False), ("Never ", False)])
+def test_an_operator_decides_for_every_server(value, cancels):
+    assert new_turn_cancels_fold("https://api.openai.com/v1", {CANCEL_FOLDS_VARIABLE: value}) is cancels
+    assert new_turn_cancels_fold("http://127.0.0.1:11434", {CANCEL_FOLDS_VARIABLE: value}) is cancels
+
+
+def test_an_unknown_choice_is_logged_and_the_default_holds(captured_logs):
+    assert new_turn_cancels_fold("http://127.0.0.1:11434", {CANCEL_FOLDS_VARIABLE: "sometimes"}) is True
+    assert any(
+        log["event"].startswith(f"session_memory_setting_ignored variable={CANCEL_FOLDS_VARIABLE}")
         for log in captured_logs
     )

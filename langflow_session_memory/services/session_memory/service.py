@@ -78,10 +78,11 @@ class SessionMemoryService:
     async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
         """The history for ``turn``; folding at most once per turn, even when the Agent retries it.
 
-        A fold of this session still running after an earlier answer is cancelled first, so
-        the user is answered before it (see :meth:`BackgroundFolds.cancel`).
+        A fold of this session still running after an earlier answer is cancelled first where
+        the turn says so (a self-hosted server: the user is answered before it, see
+        :meth:`BackgroundFolds.cancel`).
         """
-        if turn.n_messages > 0:
+        if turn.n_messages > 0 and turn.cancels_background_fold:
             await self.background.cancel(turn.key)
         return await self._build(turn, llm, Mode.ROUTINE)
 

@@ -4,9 +4,11 @@ A value that cannot be used is logged (``session_memory_setting_ignored``) and t
 applies: a typo in a deployment must not stop Langflow or its chats.
 """
 
+import ipaddress
 import math
 import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from lfx.log.logger import logger
 
@@ -14,6 +16,11 @@ from langflow_session_memory.services.session_memory.summarizer import FOLD_TIME
 
 FOLD_TIMEOUT_VARIABLE = "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS"
 LONGEST_FOLD_TIMEOUT_SECONDS = 3600.0
+CANCEL_FOLDS_VARIABLE = "SESSION_MEMORY_NEW_TURN_CANCELS_FOLD"
+CANCEL_FOLDS_CHOICES = ("self-hosted", "always", "never")
+# Host names that only resolve on a local machine or a private network (Docker Compose service
+# names have no dot at all).
+_PRIVATE_NAME_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
 
 
 def fold_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
@@ -35,3 +42,36 @@ def fold_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
         )
         return FOLD_TIMEOUT_SECONDS
     return seconds
+
+
+def new_turn_cancels_fold(model_url: str | None, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether a new turn cancels its session's fold still running after an earlier answer, on this model server.
+
+    ``self-hosted`` (the default): only where the fold runs on a server of the local machine
+    or a private network (llama.cpp, Ollama, LM Studio, vLLM), which often serves one request
+    at a time: the user is answered first, the fold runs again after that answer, and a
+    cancelled request costs nothing. A hosted provider serves both at once and bills a
+    cancelled request, so there the fold runs on. ``always`` and ``never`` decide for every server.
+    """
+    raw = environ.get(CANCEL_FOLDS_VARIABLE, "").strip().lower() or CANCEL_FOLDS_CHOICES[0]
+    if raw not in CANCEL_FOLDS_CHOICES:
+        logger.warning(
+            f"session_memory_setting_ignored variable={CANCEL_FOLDS_VARIABLE} "
+            f"reason=not_one_of_{'|'.join(CANCEL_FOLDS_CHOICES)} default={CANCEL_FOLDS_CHOICES[0]}"
+        )
+        raw = CANCEL_FOLDS_CHOICES[0]
+    if raw != "self-hosted":
+        return raw == "always"
+    return is_self_hosted(model_url)
+
+
+def is_self_hosted(url: str | None) -> bool:
+    """Whether ``url`` names a server on this machine or a private network; None (a provider's default) is not."""
+    host = (urlsplit(url).hostname or "") if url else ""
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost" or "." not in host or host.endswith(_PRIVATE_NAME_SUFFIXES)
+    return address.is_loopback or address.is_private or address.is_link_local

@@ -23,6 +23,9 @@ class Turn:
     (the Agent's, or the Summary Model's). ``provider`` is the Langflow provider of the model
     that folds, for Langflow's remediation of refused parameters. ``tracing``: the Agent's
     tracing handlers (Langflow's tracing service), which see the turn's fold calls as runs.
+    ``cancels_background_fold``: the turn cancels its session's fold still running after an
+    earlier answer, which would compete with it for the model server
+    (:func:`settings.new_turn_cancels_fold`).
     """
 
     key: SessionKey
@@ -33,6 +36,7 @@ class Turn:
     provider: str | None = None
     fold_context_window: int | None = None
     tracing: tuple = ()
+    cancels_background_fold: bool = False
 
 
 class Mode(Enum):
