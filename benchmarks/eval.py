@@ -13,9 +13,13 @@ Older Messages on at N=10 with ``search_older_messages`` off (the summary alone)
 (the Agent may call ``search_earlier_messages``), set through tweaks on one flow.
 
 By default the model is the bundled deterministic server, so the run measures what reaches
-the model: it answers only from facts in the request, and searches when it finds none.
-``--model NAME`` (``make eval MODEL=gpt-4o-mini``) uses a real OpenAI-compatible model with
-the usual ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``; tokens are then the usage Langflow stores.
+the model: it answers only from facts in the request, and searches when it finds none. It
+also reports the cached prompt tokens OpenAI's documented caching would give each request
+(``langflow_session_memory/testing/prompt_cache.py``), from which the input is billed at
+gpt-4o's, gpt-4.1's and gpt-5's cached-input rates; every configuration starts with an empty
+cache. ``--model NAME`` (``make eval MODEL=gpt-4o-mini``) uses a real OpenAI-compatible model
+with the usual ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``; tokens are then the usage Langflow
+stores, which holds no cached tokens, so nothing is billed.
 """
 
 import argparse
@@ -45,12 +49,19 @@ from langflow_session_memory.testing.fake_openai import (
     estimate_prompt_tokens,
     run_in_thread,
 )
+from langflow_session_memory.testing.prompt_cache import RATES, InputTokens, billed_input
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 REPORT = "eval.md"
 FIGURE = "eval.png"
 RECALL_TARGET = 0.95
 TOKEN_TARGET = 0.5
+# Issue 21: billed input with search against the stock Agent's, at two providers' cached-input rates.
+BILLED_TARGETS = {"gpt-5": 0.15, "gpt-4o": 0.45}
+BILLED_RATES = ("gpt-4o", "gpt-4.1", "gpt-5")
+REQUEST_KINDS = ("chat requests", "search follow-ups", "fold calls")
+# Langflow 1.13 stores input, output and total tokens with an answer (lfx.schema.properties.Usage), no cached ones.
+NO_CACHED_TOKENS = "not available (Langflow stores no cached tokens: `lfx.schema.properties.Usage`)"
 
 
 @dataclass(frozen=True)
@@ -185,16 +196,19 @@ CONFIGURATIONS = (
 
 @dataclass
 class Result:
-    """One configuration's session: per turn its seconds and input tokens, per question its answer."""
+    """One configuration's session: per turn its seconds, input and cached tokens, per question its answer."""
 
     configuration: Configuration
     turn_seconds: list[float] = field(default_factory=list)
     turn_input_tokens: list[int] = field(default_factory=list)
+    turn_cached_tokens: list[int] = field(default_factory=list)  # bundled server only
     question_input_tokens: int = 0
     answers: list[tuple[Question, str]] = field(default_factory=list)
     folds: int = 0
     searches: int = 0
     token_parts: Counter = field(default_factory=Counter)  # bundled server only: see ``TOKEN_PARTS``
+    request_tokens: Counter = field(default_factory=Counter)  # bundled server only: input per ``REQUEST_KINDS``
+    cached_tokens: Counter = field(default_factory=Counter)  # bundled server only: cached per ``REQUEST_KINDS``
 
     @property
     def correct(self) -> int:
@@ -212,6 +226,15 @@ class Result:
     @property
     def input_tokens(self) -> int:
         return sum(self.turn_input_tokens)
+
+    @property
+    def cached_share(self) -> float:
+        return self.cached_tokens.total() / self.input_tokens if self.input_tokens else 0.0
+
+    def billed(self, rate: str) -> float:
+        """The session's input billed at ``rate`` (``RATES``), in uncached-token equivalents."""
+        cached = self.cached_tokens.total()
+        return billed_input(InputTokens(uncached=self.input_tokens - cached, cache_read=cached), RATES[rate])
 
 
 TOKEN_PARTS = ("system prompt", "history and question", "tool definitions", "search follow-ups", "fold calls")
@@ -232,16 +255,35 @@ def request_token_parts(record: dict) -> Counter:
     return parts
 
 
+def request_kind(record: dict) -> str:
+    if record["kind"] == "summary":
+        return "fold calls"
+    messages = record["body"]["messages"]
+    return "search follow-ups" if messages and messages[-1].get("role") == "tool" else "chat requests"
+
+
+def request_cache(record: dict) -> tuple[int, int]:
+    """A request's input tokens (``request_token_parts``) and those served from the prompt cache: the server's
+    ``cached_tokens``, plus the tool definitions when there is a hit, since they come first in the prefix and
+    the server counts no tokens for them."""
+    tools = request_token_parts(record)["tool definitions"]
+    cached = record["cached_tokens"]
+    return record["prompt_tokens"] + tools, cached + tools if cached else 0
+
+
 def run_configuration(
     app: LangflowApp, server: RunningServer | None, flow: tuple[str, str], configuration: Configuration, size: Size
 ) -> Result:
-    """Replay the script in a new session; with the bundled server, tokens and calls come from its request log."""
+    """Replay the script in a new session; with the bundled server, tokens and calls come from its request log,
+    and its prompt cache starts empty, as for a session with nothing cached before it."""
     flow_id, agent_id = flow
     session_id = f"eval-{uuid.uuid4()}"
     tweaks = {agent_id: configuration.tweaks()}
     turns, questions = script(size)
     result = Result(configuration)
     app.log.read_events()
+    if server:
+        server.clear_prompt_cache()
     seen = len(server.requests()) if server else 0
     for index, text in enumerate([*turns, *(q.text for q in questions)]):
         started = time.perf_counter()
@@ -252,9 +294,15 @@ def run_configuration(
         if server:
             records = server.requests()[seen:]
             seen += len(records)
-            parts = sum((request_token_parts(r) for r in records if r["status"] == 200), Counter())
+            served = [r for r in records if r["status"] == 200]
+            parts = sum((request_token_parts(r) for r in served), Counter())
             result.token_parts.update(parts)
             tokens = parts.total()
+            caches = [(request_kind(r), *request_cache(r)) for r in served]
+            for kind, request_input, cached in caches:
+                result.request_tokens[kind] += request_input
+                result.cached_tokens[kind] += cached
+            result.turn_cached_tokens.append(sum(cached for *_, cached in caches))
             result.searches += sum(r["tool_query"] is not None for r in records)
         else:
             tokens = int(usage.get("input_tokens") or 0)
@@ -286,18 +334,32 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]
 
 
-def table(results: list[Result]) -> str:
-    stock = results[0].input_tokens
+def billed_ratio(result: Result, stock: Result, rate: str) -> float:
+    return result.billed(rate) / stock.billed(rate)
+
+
+def cache_cells(result: Result, stock: Result, cached: bool) -> list[str]:
+    """Served from cache and billed input against the stock Agent at each rate; n/a without cached tokens."""
+    if not cached:
+        return ["n/a"] * (1 + len(BILLED_RATES))
+    return [f"{result.cached_share:.0%}", *(f"{billed_ratio(result, stock, rate):.2f}x" for rate in BILLED_RATES)]
+
+
+def table(results: list[Result], *, cached: bool) -> str:
+    stock = results[0]
+    billed_headers = " | ".join(f"billed input vs stock, {rate}" for rate in BILLED_RATES)
     lines = [
         "| configuration | recall | changed facts (new value, not the old) | input tokens, session | vs stock | "
-        "input tokens, questions | fold calls | search calls | turn s, median | turn s, p95 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"served from cache | {billed_headers} | input tokens, questions | fold calls | search calls | "
+        "turn s, median | turn s, p95 |",
+        "| --- |" + " ---: |" * (10 + len(BILLED_RATES)),
     ]
     for r in results:
         changed, asked = r.changed_correct
         lines.append(
             f"| {r.configuration.label} | {r.correct}/{len(r.answers)} ({r.accuracy:.0%}) | {changed}/{asked} | "
-            f"{r.input_tokens:,} | {r.input_tokens / stock:.2f}x | {r.question_input_tokens:,} | {r.folds} | "
+            f"{r.input_tokens:,} | {r.input_tokens / stock.input_tokens:.2f}x | "
+            f"{' | '.join(cache_cells(r, stock, cached))} | {r.question_input_tokens:,} | {r.folds} | "
             f"{r.searches} | {statistics.median(r.turn_seconds):.2f} | {percentile(r.turn_seconds, 0.95):.2f} |"
         )
     return "\n".join(lines)
@@ -325,26 +387,92 @@ def token_notes(results: list[Result]) -> str:
     )
 
 
-def headline(results: list[Result]) -> str:
+def cache_table(results: list[Result]) -> str:
+    """Input and cached tokens by request kind, so folds' cache hits show apart from the chat's (bundled server)."""
+    headers = " | ".join(f"{kind}: input | {kind}: from cache" for kind in REQUEST_KINDS)
+    lines = [
+        f"| configuration | {headers} | all: from cache |",
+        "| --- |" + " ---: |" * (2 * len(REQUEST_KINDS) + 1),
+    ]
+    for r in results:
+        cells = " | ".join(
+            f"{r.request_tokens[kind]:,} | {r.cached_tokens[kind]:,} ({share(r, kind)})" for kind in REQUEST_KINDS
+        )
+        lines.append(f"| {r.configuration.label} | {cells} | {r.cached_share:.0%} |")
+    return "\n".join(lines)
+
+
+def share(result: Result, kind: str) -> str:
+    whole = result.request_tokens[kind]
+    return f"{result.cached_tokens[kind] / whole:.0%}" if whole else "-"
+
+
+def cached_share_of_turns(result: Result, turns: slice) -> float:
+    return sum(result.turn_cached_tokens[turns]) / max(sum(result.turn_input_tokens[turns]), 1)
+
+
+def cache_notes(results: list[Result]) -> str:
     stock, summary_only, search = results
+    ratios = {rate: billed_ratio(search, stock, rate) for rate in BILLED_RATES}
+    filled = stock.configuration.n_messages // 2  # turns until the stock Agent's window is full and slides
+    return (
+        "Cached tokens are the bundled server's `usage.prompt_tokens_details.cached_tokens`, which follows OpenAI's "
+        "documented automatic caching (`langflow_session_memory/testing/prompt_cache.py`, sources in its "
+        "docstring): the longest prefix shared with an earlier request used within the last 5 minutes, from 1,024 "
+        "tokens in 128-token steps, the model and the tool definitions first. Tool definitions count as served "
+        "from cache when their request had a hit (they come first in its prefix). Each configuration starts with "
+        "an empty cache; its turns follow one another within a second, so no prefix expires between them (a user "
+        "who pauses longer than the cache keeps a prefix loses it in every configuration alike). Billed input is "
+        "in uncached-token equivalents: uncached tokens + rate x cached tokens, the rate being the cached-input "
+        "price over the input price: gpt-4o 0.5 ($1.25 / $2.50 per 1M), gpt-4.1 0.25 ($0.50 / $2.00), gpt-5 0.1 "
+        "($0.125 / $1.25); none of them bills cache writes. "
+        f"The stock Agent had {stock.cached_share:.0%} of its request tokens served from cache: "
+        f"{cached_share_of_turns(stock, slice(None, filled)):.0%} in its first {filled} turns, while its window of "
+        f"the newest {stock.configuration.n_messages} messages still grew, and "
+        f"{cached_share_of_turns(stock, slice(filled, None)):.0%} after, once it slid every turn. The switch on "
+        f"had {summary_only.cached_share:.0%} with the summary alone and {search.cached_share:.0%} with search; with "
+        f"search its input is billed {ratios['gpt-5']:.2f}x the stock Agent's at gpt-5's rate, "
+        f"{ratios['gpt-4.1']:.2f}x at gpt-4.1's and {ratios['gpt-4o']:.2f}x at gpt-4o's, against "
+        f"{search.input_tokens / stock.input_tokens:.2f}x in tokens."
+    )
+
+
+def headline(results: list[Result], *, cached: bool) -> str:
+    stock, summary_only, search = results
+    billed = (
+        f" Billed input at gpt-5's rate: {billed_ratio(search, stock, 'gpt-5'):.2f}x of the stock Agent "
+        f"(gpt-4o's: {billed_ratio(search, stock, 'gpt-4o'):.2f}x), {search.cached_share:.0%} of its request "
+        f"tokens served from cache against {stock.cached_share:.0%}."
+        if cached
+        else ""
+    )
     return (
         f"With search on, the Session Memory Agent (switch on, N=10) answered {search.correct} of "
         f"{len(search.answers)} recall questions ({search.accuracy:.0%}, changed facts included) against "
         f"{stock.correct} for the stock Agent at N=100 and {summary_only.correct} with the summary alone, sending "
         f"{search.input_tokens / stock.input_tokens:.0%} of the stock Agent's input tokens over the session "
-        f"({search.folds} fold and {search.searches} search calls included)."
+        f"({search.folds} fold and {search.searches} search calls included).{billed}"
     )
 
 
-def targets(results: list[Result]) -> list[str]:
+def targets(results: list[Result], *, cached: bool) -> list[str]:
     stock, _, search = results
     ratio = search.input_tokens / stock.input_tokens
-    return [
+    lines = [
         f"- Recall with search >= {RECALL_TARGET:.0%}: {search.accuracy:.0%}, "
         f"{'met' if search.accuracy >= RECALL_TARGET else 'missed'}.",
         f"- Input tokens with search <= {TOKEN_TARGET:.0%} of the stock Agent at N=100: {ratio:.0%}, "
         f"{'met' if ratio <= TOKEN_TARGET else 'missed'}.",
     ]
+    for rate, target in BILLED_TARGETS.items():
+        measured = (
+            f"{billed_ratio(search, stock, rate):.2f}x, "
+            f"{'met' if billed_ratio(search, stock, rate) <= target else 'missed'}"
+            if cached
+            else NO_CACHED_TOKENS
+        )
+        lines.append(f"- Billed input with search <= {target:.2f}x the stock Agent's at {rate}'s rate: {measured}.")
+    return lines
 
 
 STALE_NOTE = (
@@ -377,10 +505,11 @@ def misses(result: Result, limit: int = 10) -> list[str]:
 
 def document(results: list[Result], *, size: Size, model: str, seconds: float) -> str:
     turns, questions = script(size)
+    cached = not model
     source = (
         f"a real model, `{model}`: tokens are the usage Langflow stored on each answer (`message.properties.usage`, "
         "fold calls and the tool loop included); search calls are the `search_earlier_messages` steps stored with "
-        "the answers"
+        f"the answers; cached tokens, and so billed input, are {NO_CACHED_TOKENS}"
         if model
         else "the bundled deterministic server (`langflow_session_memory/testing/fake_openai.py`), so this run "
         "measures **what reaches the model**, not how well a model reasons: a recall question is answered with the "
@@ -388,13 +517,14 @@ def document(results: list[Result], *, size: Size, model: str, seconds: float) -
         "request offers `search_earlier_messages`, it searches with the key words and answers from the result. "
         "Tokens are its estimate of every request of a turn (`ceil(chars/4) + 4` per message, plus `ceil(chars/4)` "
         "of the tool definitions sent), chat, fold and search follow-up requests alike; search calls are its "
-        "tool-call replies"
+        "tool-call replies; cached tokens are those it reported by OpenAI's caching rules (see "
+        "[Served from cache](#served-from-cache-and-billed-input))"
     )
     return "\n".join(
         [
             "# Recall eval: 40 facts across 285 turns" if size == FULL else "# Recall eval (reduced size)",
             "",
-            f"**{headline(results)}**",
+            f"**{headline(results, cached=cached)}**",
             "",
             "Produced by `make eval` (`python -m benchmarks.eval`); `make eval QUICK=1` runs a reduced version in a "
             "few minutes; `make eval MODEL=gpt-4o-mini` (with `OPENAI_API_KEY`, and `OPENAI_BASE_URL` for another "
@@ -416,18 +546,31 @@ def document(results: list[Result], *, size: Size, model: str, seconds: float) -
             "Session Memory Agent with Summarize Older Messages on at N=10, with Search Older Messages "
             "(`search_older_messages`) off and on, set through tweaks.",
             "",
-            table(results),
+            table(results, cached=cached),
             "",
             "## Targets",
             "",
-            *targets(results),
+            *targets(results, cached=cached),
             "",
-            f"![recall and input tokens per configuration]({FIGURE})",
+            f"![recall, input tokens and billed input per configuration]({FIGURE})",
             "",
             *(
-                []
-                if model
-                else ["## Where the input tokens go", "", token_table(results), "", token_notes(results), ""]
+                [
+                    "## Where the input tokens go",
+                    "",
+                    token_table(results),
+                    "",
+                    token_notes(results),
+                    "",
+                    "## Served from cache and billed input",
+                    "",
+                    cache_table(results),
+                    "",
+                    cache_notes(results),
+                    "",
+                ]
+                if cached
+                else []
             ),
             *(["## Wrong answers with search on", "", *misses(results[-1]), ""] if misses(results[-1]) else []),
             *([STALE_NOTE, ""] if not model and stale_answers(results[-1]) else []),
@@ -437,7 +580,15 @@ def document(results: list[Result], *, size: Size, model: str, seconds: float) -
     )
 
 
-def plot(results: list[Result], path: Path) -> None:
+def cumulative(values: list[float]) -> list[float]:
+    totals, total = [], 0.0
+    for value in values:
+        total += value
+        totals.append(total)
+    return totals
+
+
+def plot(results: list[Result], path: Path, *, cached: bool) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -454,15 +605,19 @@ def plot(results: list[Result], path: Path) -> None:
     left.set_ylim(0, 110)
     left.legend(fontsize=8, loc="upper left")
     left.tick_params(axis="x", labelsize=8)
+    rate = RATES["gpt-5"]
     for r, color in zip(results, colors, strict=True):
-        cumulative, total = [], 0
-        for tokens in r.turn_input_tokens:
-            total += tokens
-            cumulative.append(total)
-        right.plot(range(1, len(cumulative) + 1), cumulative, color=color, label=r.configuration.label)
+        turns = range(1, len(r.turn_input_tokens) + 1)
+        right.plot(turns, cumulative(r.turn_input_tokens), color=color, label=f"{r.configuration.label}: input tokens")
+        if cached:
+            billed = [
+                billed_input(InputTokens(uncached=tokens - hit, cache_read=hit), rate)
+                for tokens, hit in zip(r.turn_input_tokens, r.turn_cached_tokens, strict=True)
+            ]
+            right.plot(turns, cumulative(billed), color=color, linestyle="--", label="billed at gpt-5's rate")
     right.axvline(len(results[0].turn_input_tokens) - len(results[0].answers) + 0.5, color="black", linewidth=0.5)
     right.set_xlabel("turn (questions after the vertical line)")
-    right.set_ylabel("input tokens, cumulative (folds and searches included)")
+    right.set_ylabel("tokens, cumulative (folds and searches included)")
     right.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -509,12 +664,13 @@ def main(argv: list[str] | None = None) -> None:
             print(f"running {configuration.label} ...", flush=True)  # noqa: T201
             results.append(run_configuration(app, server, flows[configuration.session_memory], configuration, size))
     seconds = time.perf_counter() - started
-    print(table(results))  # noqa: T201
+    cached = server is not None
+    print(table(results, cached=cached))  # noqa: T201
     arguments.docs.mkdir(parents=True, exist_ok=True)
-    plot(results, arguments.docs / FIGURE)
+    plot(results, arguments.docs / FIGURE, cached=cached)
     target = arguments.docs / REPORT
     target.write_text(document(results, size=size, model=arguments.model or "", seconds=seconds), encoding="utf-8")
-    print(f"\n{headline(results)}\nwrote {target} in {seconds:.0f} s")  # noqa: T201
+    print(f"\n{headline(results, cached=cached)}\nwrote {target} in {seconds:.0f} s")  # noqa: T201
 
 
 if __name__ == "__main__":

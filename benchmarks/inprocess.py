@@ -146,18 +146,23 @@ class ModelCalls:
     """What the bundled model server saw during one turn."""
 
     chat_input_tokens: int
+    chat_cached_tokens: int
     fold_input_tokens: int
+    fold_cached_tokens: int
     fold_output_tokens: int
     folds: int
 
 
 def model_calls(records: list[dict]) -> ModelCalls:
-    """Sum a turn's request records (``RunningServer.requests()`` slice) by kind."""
+    """Sum a turn's request records (``RunningServer.requests()`` slice) by kind; cached tokens are those the
+    server reported from its prompt cache."""
     chat = [r for r in records if r["kind"] == "chat" and r["status"] == 200]
     folds = [r for r in records if r["kind"] == "summary" and r["status"] == 200]
     return ModelCalls(
         chat_input_tokens=sum(r["prompt_tokens"] for r in chat),
+        chat_cached_tokens=sum(r["cached_tokens"] for r in chat),
         fold_input_tokens=sum(r["prompt_tokens"] for r in folds),
+        fold_cached_tokens=sum(r["cached_tokens"] for r in folds),
         fold_output_tokens=sum(r["completion_tokens"] for r in folds),
         folds=len(folds),
     )

@@ -20,8 +20,10 @@ from benchmarks.conversation import recalled
 from benchmarks.history import GAP, HistoryTiming
 from benchmarks.latency import LatencySeries
 from benchmarks.tokens import TokenSeries
+from langflow_session_memory.testing.prompt_cache import RATES, InputTokens, billed_input
 
 HISTORY_TARGET = 1.2
+BILLED_RATES = ("gpt-4o", "gpt-4.1", "gpt-5")
 SUMMARY_WORD_TARGET = 300
 FIGURES = {
     "tokens": "bench_tokens.png",
@@ -57,7 +59,22 @@ def _ms(value: float) -> str:
 def token_totals(series: TokenSeries) -> dict[str, int]:
     chat, fold = sum(series.chat_input_tokens), sum(series.fold_input_tokens)
     last = series.chat_input_tokens[-1] + series.fold_input_tokens[-1] if series.chat_input_tokens else 0
-    return {"chat": chat, "fold": fold, "total": chat + fold, "last_chat": series.chat_input_tokens[-1], "last": last}
+    cached = sum(series.chat_cached_tokens) + sum(series.fold_cached_tokens)
+    return {
+        "chat": chat,
+        "fold": fold,
+        "total": chat + fold,
+        "last_chat": series.chat_input_tokens[-1],
+        "last": last,
+        "cached": cached,
+        "fold_cached": sum(series.fold_cached_tokens),
+    }
+
+
+def billed(totals: dict[str, int], rate: str) -> float:
+    """All input tokens of a session, fold calls included, billed at ``rate``'s cached-input price."""
+    tokens = InputTokens(uncached=totals["total"] - totals["cached"], cache_read=totals["cached"])
+    return billed_input(tokens, RATES[rate])
 
 
 def headline(results: BenchResults) -> list[str]:
@@ -69,6 +86,8 @@ def headline(results: BenchResults) -> list[str]:
             f"- **Input tokens** over {len(results.tokens[0].chat_input_tokens):,} turns: "
             f"{_pct(memory['total'], stock['total'])} fewer with the switch on at N=10 than the stock Agent at "
             f"N=100 (fold calls included); at the recall turn {_pct(memory['last'], stock['last'])} fewer. "
+            f"Billed input at gpt-5's rate: {billed(memory, 'gpt-5') / billed(stock, 'gpt-5'):.2f}x of the stock "
+            f"Agent (gpt-4o's: {billed(memory, 'gpt-4o') / billed(stock, 'gpt-4o'):.2f}x). "
             f"Longest summary: {results.tokens[1].max_summary_words} words (target <= {SUMMARY_WORD_TARGET})."
         )
     if results.history:
@@ -119,6 +138,19 @@ def tokens_section(results: BenchResults) -> list[str]:
         f"**{memory['total'] / stock['total']:.2f}** | {memory['last_chat'] / stock['last_chat']:.2f} | "
         f"**{memory['last'] / stock['last']:.2f}** | | |"
     )
+    billed_headers = " | ".join(f"billed input, {rate}" for rate in BILLED_RATES)
+    cache_rows = [
+        f"| configuration | all input tokens | served from cache | fold calls, from cache | {billed_headers} |",
+        "| --- |" + " ---: |" * (3 + len(BILLED_RATES)),
+    ]
+    for series, totals in ((stock_series, stock), (memory_series, memory)):
+        cells = " | ".join(f"{billed(totals, rate):,.0f}" for rate in BILLED_RATES)
+        cache_rows.append(
+            f"| {series.label} | {totals['total']:,} | {totals['cached'] / totals['total']:.0%} | "
+            f"{totals['fold_cached']:,} of {totals['fold']:,} | {cells} |"
+        )
+    ratios = " | ".join(f"**{billed(memory, rate) / billed(stock, rate):.2f}x**" for rate in BILLED_RATES)
+    cache_rows.append(f"| **switch on / stock** | {memory['total'] / stock['total']:.2f}x | | | {ratios} |")
     return [
         "## (a) Input tokens per turn over a long session",
         "",
@@ -133,6 +165,14 @@ def tokens_section(results: BenchResults) -> list[str]:
         f"Recall answers: stock `{_short(stock_series.last_answer)}`; switch on `{_short(memory_series.last_answer)}`. "
         f"Path: {_path_name(stock_series.path)}; seconds per turn {stock_series.seconds_per_turn:.2f} (stock) and "
         f"{memory_series.seconds_per_turn:.2f} (switch on), the two sessions running side by side.",
+        "",
+        "Billed input, from the tokens the bundled server reported served from its prompt cache (OpenAI's "
+        "documented caching, `langflow_session_memory/testing/prompt_cache.py`: the longest prefix of an earlier "
+        "request used within 5 minutes, from 1,024 tokens in 128-token steps; each session starts with an empty "
+        "cache), in uncached-token equivalents: uncached tokens + rate x cached tokens, the rate being the "
+        "cached-input price over the input price (gpt-4o 0.5, gpt-4.1 0.25, gpt-5 0.1).",
+        "",
+        *cache_rows,
         "",
         f"![input tokens per turn]({FIGURES['tokens']})",
         "",

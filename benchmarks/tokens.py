@@ -6,8 +6,10 @@ counts do not depend on timing). ``path="graph"`` runs the same session as a Lan
 ``Graph`` on initialised services instead (the smoke test does, to skip the app's 30 s
 start-up). Tokens are what the bundled model server counted for each request
 (``ceil(chars/4) + 4`` per message): the chat request(s) of the turn, and separately the
-fold requests the switch adds. The session starts with a fact, pastes a ~5,000-character
-log now and then, and ends with a question about the fact.
+fold requests the switch adds, each with the tokens the server reported served from its
+prompt cache (OpenAI's documented rules; the session starts with an empty cache). The
+session starts with a fact, pastes a ~5,000-character log now and then, and ends with a
+question about the fact.
 """
 
 import asyncio
@@ -40,7 +42,9 @@ class TokenSeries:
     label: str
     path: str
     chat_input_tokens: list[int]
+    chat_cached_tokens: list[int]
     fold_input_tokens: list[int]
+    fold_cached_tokens: list[int]
     fold_output_tokens: list[int]
     folds: list[int]
     last_answer: str
@@ -116,14 +120,24 @@ async def measure(chat: Chat, server: RunningServer, label: str, turns: int) -> 
     """Replay the session through ``chat``; ``server`` is the model server it talks to."""
     session_id = f"tokens-{uuid.uuid4()}"
     await chat.events()  # only this session's events count
-    series: dict[str, list[int]] = {"chat": [], "fold_in": [], "fold_out": [], "folds": []}
+    await asyncio.to_thread(server.clear_prompt_cache)  # nothing cached by an earlier session
+    series: dict[str, list[int]] = {
+        "chat": [],
+        "chat_cached": [],
+        "fold_in": [],
+        "fold_cached": [],
+        "fold_out": [],
+        "folds": [],
+    }
     answer, max_words, started = "", 0, time.perf_counter()
     for text in session_script(turns):
         before = len(server.requests())
         answer = await chat.turn(session_id, text)
         calls = model_calls(server.requests()[before:])
         series["chat"].append(calls.chat_input_tokens)
+        series["chat_cached"].append(calls.chat_cached_tokens)
         series["fold_in"].append(calls.fold_input_tokens)
+        series["fold_cached"].append(calls.fold_cached_tokens)
         series["fold_out"].append(calls.fold_output_tokens)
         series["folds"].append(calls.folds)
         if calls.folds:
@@ -134,7 +148,9 @@ async def measure(chat: Chat, server: RunningServer, label: str, turns: int) -> 
         label=label,
         path=chat.path,
         chat_input_tokens=series["chat"],
+        chat_cached_tokens=series["chat_cached"],
         fold_input_tokens=series["fold_in"],
+        fold_cached_tokens=series["fold_cached"],
         fold_output_tokens=series["fold_out"],
         folds=series["folds"],
         last_answer=answer,

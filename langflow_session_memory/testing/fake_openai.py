@@ -46,6 +46,12 @@ Token estimate (in ``usage`` and for ``context_limit_tokens``): prompt_tokens = 
 real tokenizer does instead (every digit, word and punctuation mark, ``count_pieces``), which on numbers and logs is
 well above the session memory's own estimate.
 
+Prompt caching: the server keeps one OpenAI prompt cache (``prompt_cache.py``, OpenAI's documented rules) for as
+long as it runs, and every answer's ``usage`` carries ``prompt_tokens_details.cached_tokens`` as OpenAI's does: the
+longest prefix of the request served before (and not idle for ``prompt_cache_ttl_s``, 5 minutes), counted in 1,024
++ 128k tokens. The request as the cache sees it is ``serialized_prompt``: the model and the tool definitions, then
+every message in order, in the same tokens as ``prompt_tokens``. ``DELETE /_prompt_cache`` empties the cache.
+
 Every answer honours the request's output cap as OpenAI does (``max_completion_tokens``, or ``max_tokens``): a longer
 answer is cut at ``cap * 4`` characters with ``finish_reason: length``.
 
@@ -54,7 +60,8 @@ answer is cut at ``cap * 4`` characters with ``finish_reason: length``.
 it ignores ``max_completion_tokens`` (LangChain's name for the cap: it writes until the context is full) and
 ``stream_options`` (no usage in streams),
 serves one request at a time, ends a streamed answer early (``[DONE]``, no finish reason) when another request
-waits, and answers an overflowing request with its own 400 text, or, streamed, with an empty 200 stream.
+waits, answers an overflowing request with its own 400 text, or, streamed, with an empty 200 stream, and reports
+no cached tokens (its usage has prompt, completion and total tokens only: ``llama_cpp/llama_types.py``).
 
 Knobs live in ``FakeModelConfig``; they can be changed on a running server with ``POST /_control`` (JSON body of
 fields) and read with ``GET /_control``. ``fail_only_summaries`` limits the faults (``fail_status``, ``timeout_s``,
@@ -86,6 +93,8 @@ import httpx
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+
+from langflow_session_memory.testing.prompt_cache import OPENAI_TTL_S, PromptCache, openai_request
 
 MODELS = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "gpt-5.4-mini", "gpt-5.4", "o3-mini")
 SUMMARY_WORD_LIMIT = 300
@@ -142,6 +151,7 @@ class FakeModelConfig:
     echo_output: bool = False
     verbose_notes: bool = False
     heading_style: str = "plain"
+    prompt_cache_ttl_s: float = OPENAI_TTL_S
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,7 @@ class ServerProfile:
     usage_in_streams: bool
     empty_stream_on_overflow: bool
     one_request_at_a_time: bool
+    reports_cached_tokens: bool
     counts_pieces: bool = False
 
     def prompt_tokens(self, messages: list[dict]) -> int:
@@ -190,6 +201,7 @@ PROFILES = {
         usage_in_streams=True,
         empty_stream_on_overflow=False,
         one_request_at_a_time=False,
+        reports_cached_tokens=True,
     ),
     "llama-cpp-python": ServerProfile(
         "llama-cpp-python",
@@ -197,6 +209,7 @@ PROFILES = {
         usage_in_streams=False,
         empty_stream_on_overflow=True,
         one_request_at_a_time=True,
+        reports_cached_tokens=False,
         counts_pieces=True,
     ),
 }
@@ -217,6 +230,27 @@ def estimate_prompt_tokens(messages: list[dict]) -> int:
 
 def estimate_completion_tokens(answer: str) -> int:
     return math.ceil(len(answer) / 4)
+
+
+MESSAGE_FRAMING = ("<frame>",) * 3
+
+
+def serialized_prompt(model: Any, tools: list[dict] | None, messages: list[dict]) -> list[str]:
+    """The request as OpenAI's prompt cache sees it, one item per token of ``estimate_prompt_tokens``.
+
+    A message is its 4 framing tokens (the first carries every field but the content: role, name, tool calls),
+    then its text in 4-character pieces. The model and the tool definitions, which that count leaves out, travel
+    in the first message's first token: they come first in the prefix (a different tool list shares nothing)
+    but add no tokens, so a hit is in the units of ``prompt_tokens`` and never more than it.
+    """
+    tokens: list[str] = []
+    for index, message in enumerate(messages):
+        fields = {name: value for name, value in message.items() if name != "content"}
+        opening = [model, tools, fields] if index == 0 else fields
+        text = content_text(message.get("content"))
+        tokens += [json.dumps(opening, sort_keys=True), *MESSAGE_FRAMING]
+        tokens += [text[start : start + 4] for start in range(0, len(text), 4)]
+    return tokens
 
 
 # A real tokenizer's count, closely enough: every digit, word and punctuation mark is a token, as in Gemma 3's
@@ -422,16 +456,25 @@ def error_response(status: int, message: str, code: str | None = None, param: st
 
 
 def build_app(config: FakeModelConfig) -> FastAPI:
-    """Create the app; ``app.state.records`` holds every chat-completion request in log-record form."""
+    """Create the app; ``app.state.records`` holds every chat-completion request in log-record form, and
+    ``app.state.prompt_cache`` the prefixes OpenAI would have cached."""
     app = FastAPI(title="fake-openai")
     app.state.config = config
     app.state.records = []
+    app.state.prompt_cache = PromptCache()
     log_lock = asyncio.Lock()
     ids = itertools.count(1)
 
     async def record(
-        kind: str, body: Any, status: int, prompt_tokens: int, completion_tokens: int, tool_query: str | None = None
+        kind: str,
+        body: Any,
+        status: int,
+        prompt_tokens: int,
+        completion_tokens: int,
+        tool_query: str | None = None,
+        cached_tokens: int | None = None,
     ) -> None:
+        """Log one request; ``cached_tokens`` is what its answer reported (None: an error, or a profile without)."""
         entry = {
             "ts": time.time(),
             "kind": kind,
@@ -440,6 +483,7 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "tool_query": tool_query,
+            "cached_tokens": cached_tokens,
         }
         app.state.records.append(entry)
         if config.request_log:
@@ -466,6 +510,12 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         for name, value in updates.items():
             setattr(config, name, value)
         return JSONResponse(dataclasses.asdict(config))
+
+    @app.delete("/_prompt_cache")
+    async def clear_prompt_cache() -> dict:
+        """Forget every cached prefix, so the next session measured starts cold."""
+        app.state.prompt_cache = PromptCache()
+        return {"cleared": True}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -532,13 +582,21 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         tool_calls = _tool_calls(request_id, reply.tool_query)
         finish_reason = "tool_calls" if tool_calls else finish_reason
         completion_tokens = profile.completion_tokens(reply.content or json.dumps(tool_calls))
-        await record(kind, body, 200, prompt_tokens, completion_tokens, reply.tool_query)
-
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        cached_tokens = None
+        if profile.reports_cached_tokens:
+            prompt = serialized_prompt(body.get("model"), body.get("tools"), messages)
+            served, app.state.prompt_cache = openai_request(
+                app.state.prompt_cache, prompt, time.monotonic(), config.prompt_cache_ttl_s
+            )
+            cached_tokens = served.cache_read
+            usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+        await record(kind, body, 200, prompt_tokens, completion_tokens, reply.tool_query, cached_tokens)
+
         base = {"id": f"chatcmpl-fake-{request_id}", "created": int(time.time()), "model": body.get("model", MODELS[0])}
         if not stream:
             message = {"role": "assistant", "content": None if tool_calls else reply.content}
@@ -646,6 +704,10 @@ class RunningServer:
         """Every chat-completion request so far, as the records also written to ``config.request_log``."""
         return list(self.app.state.records)
 
+    def clear_prompt_cache(self) -> None:
+        """Empty the server's prompt cache (on its own loop, between two requests)."""
+        httpx.delete(f"{self.base_url.removesuffix('/v1')}/_prompt_cache", timeout=10).raise_for_status()
+
 
 @contextlib.contextmanager
 def run_in_thread(
@@ -701,6 +763,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbose-notes", action="store_true", help="notes longer than short messages they replace")
     parser.add_argument(
         "--heading-style", choices=sorted(HEADING_STYLES), default="plain", help="how notes write headings"
+    )
+    parser.add_argument(
+        "--prompt-cache-ttl-s", type=float, default=OPENAI_TTL_S, help="how long an unused cached prefix lives"
     )
     parser.add_argument("--request-log", help="append every request as a JSON line to this file")
     args = vars(parser.parse_args(argv))

@@ -43,6 +43,9 @@ def test_token_series_have_one_row_per_turn(smoke):
     for series in results.tokens:
         assert len(series.chat_input_tokens) == len(series.fold_input_tokens) == len(series.folds) == turns
         assert all(tokens > 0 for tokens in series.chat_input_tokens)
+        assert len(series.chat_cached_tokens) == len(series.fold_cached_tokens) == turns
+        pairs = zip(series.chat_cached_tokens, series.chat_input_tokens, strict=True)
+        assert all(0 <= cached <= tokens for cached, tokens in pairs)
         assert series.last_answer
 
 
@@ -92,6 +95,7 @@ def test_report_and_figures_are_written(smoke):
     markdown = (docs / "benchmarks.md").read_text()
     for heading in ("## (a)", "## (b)", "## (c)", "## (d)", "## Cleanup listener cost", "## Headline"):
         assert heading in markdown
+    assert "| configuration | all input tokens | served from cache | fold calls, from cache | billed input" in markdown
     for figure in report.FIGURES.values():
         assert (docs / figure).stat().st_size > 0
     raw = json.loads((docs / "benchmarks.json").read_text())

@@ -15,7 +15,7 @@ import pytest
 pytestmark = pytest.mark.app
 
 ROOT = Path(__file__).resolve().parents[2]
-SEARCH_ON, SUMMARY_ONLY = "switch on, N=10, search on", "switch on, N=10, search off"
+STOCK, SEARCH_ON, SUMMARY_ONLY = "stock Agent, N=100", "switch on, N=10, search on", "switch on, N=10, search off"
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +26,11 @@ def docs(tmp_path_factory) -> Path:
     return folder
 
 
-def rows(markdown: str) -> dict[str, list[str]]:
-    """The results table: configuration -> its cells."""
-    table = markdown.split("\n\n| configuration | recall |", 1)[1].split("\n\n", 1)[0]
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
-    return {row[0]: row for row in cells}
+def rows(markdown: str) -> dict[str, dict[str, str]]:
+    """The results table: configuration -> its cells by column header."""
+    table = "| configuration | recall |" + markdown.split("\n\n| configuration | recall |", 1)[1].split("\n\n", 1)[0]
+    header, _, *lines = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()]
+    return {cells[0]: dict(zip(header, cells, strict=True)) for cells in lines}
 
 
 def answered(cell: str) -> int:
@@ -39,12 +39,23 @@ def answered(cell: str) -> int:
 
 def test_report_and_plot_are_written_for_every_configuration(docs):
     markdown = (docs / "eval.md").read_text()
-    assert set(rows(markdown)) == {"stock Agent, N=100", SUMMARY_ONLY, SEARCH_ON}
+    assert set(rows(markdown)) == {STOCK, SUMMARY_ONLY, SEARCH_ON}
     assert "what reaches the model" in markdown
     assert (docs / "eval.png").stat().st_size > 0
 
 
 def test_search_recalls_at_least_as_much_as_the_summary_alone(docs):
     table = rows((docs / "eval.md").read_text())
-    assert answered(table[SEARCH_ON][1]) >= answered(table[SUMMARY_ONLY][1])
-    assert all(answered(cells[1]) <= 5 for cells in table.values())  # 4 facts and 1 change asked
+    assert answered(table[SEARCH_ON]["recall"]) >= answered(table[SUMMARY_ONLY]["recall"])
+    assert all(answered(cells["recall"]) <= 5 for cells in table.values())  # 4 facts and 1 change asked
+
+
+def test_billed_input_is_reported_against_the_stock_agent_at_each_rate(docs):
+    markdown = (docs / "eval.md").read_text()
+    table = rows(markdown)
+    for rate in ("gpt-4o", "gpt-4.1", "gpt-5"):
+        assert table[STOCK][f"billed input vs stock, {rate}"] == "1.00x"
+        assert all(float(cells[f"billed input vs stock, {rate}"].removesuffix("x")) > 0 for cells in table.values())
+    assert all(0 <= int(cells["served from cache"].removesuffix("%")) <= 100 for cells in table.values())
+    assert "Billed input at gpt-5's rate: " in markdown
+    assert "fold calls: from cache" in markdown  # folds' cache hits apart from the chat's

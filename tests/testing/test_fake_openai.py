@@ -38,7 +38,12 @@ def test_non_stream_answer_and_usage(server):
     assert body["object"] == "chat.completion"
     assert body["choices"][0]["message"]["content"] == "OK: Please note this down"
     # ceil(9/4)+4 + ceil(21/4)+4 = 7 + 10; ceil(len("OK: Please note this down")/4) = 7
-    assert body["usage"] == {"prompt_tokens": 17, "completion_tokens": 7, "total_tokens": 24}
+    assert body["usage"] == {
+        "prompt_tokens": 17,
+        "completion_tokens": 7,
+        "total_tokens": 24,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
 
 
 def test_content_parts_are_read(server):
