@@ -3,10 +3,12 @@
 Between two folds, each turn's first chat request starts with the previous turn's, byte for
 byte: tools, system prompt, notes, acknowledgement, the unfolded messages and the previous
 input; a search inside a turn only appends to that turn's request. A fold changes the
-request only from the notes on.
+request only from the notes on. The bundled server reports what its prompt cache served
+(``testing/prompt_cache``), as OpenAI does, and the turn reports it.
 """
 
 import json
+import re
 import uuid
 from itertools import pairwise
 
@@ -24,10 +26,21 @@ def test_between_folds_each_turn_s_request_starts_with_the_previous_one_byte_for
     texts += [QUESTION] + [f"After the search, filler {i}." for i in range(3)]
     firsts = []  # the index of each turn's first chat request among every request the model server received
     for text_ in texts:
-        before = len(fake_model.requests())
+        before, log_start = len(fake_model.requests()), len(langflow.log_lines())
         langflow.run(flow_id, text_, session_id=session_id, tweaks=on)
         firsts.append(before + next(i for i, r in enumerate(fake_model.requests()[before:]) if r["kind"] == "chat"))
     requests = fake_model.requests()
+
+    # What the provider served from its cache is reported, though Langflow's usage has no field for it.
+    [turn_line] = [line for line in langflow.log_lines()[log_start:] if "session_memory_turn " in line]
+    cached = int(re.search(r" cached_input_tokens=(\d+)", turn_line).group(1))
+    assert cached == sum(r["cached_tokens"] or 0 for r in requests[firsts[-1] :] if r["kind"] == "chat") > 0
+    [(blocks,)] = langflow.sql(
+        "SELECT content_blocks FROM message WHERE session_id = :s AND sender = 'Machine' ORDER BY timestamp DESC "
+        "LIMIT 1",
+        s=session_id,
+    )
+    assert f'"cached_input_tokens": {cached}' in (blocks if isinstance(blocks, str) else json.dumps(blocks))
 
     checked, searched_across = 0, False
     for earlier, later in pairwise(firsts):
