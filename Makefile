@@ -19,14 +19,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The whole suite; it ends with its wall-clock time (README, "Tests").
+# The whole suite in two processes (each backend's app tests in one; tests/conftest.py); it ends with its
+# wall-clock time (README, "Tests").
 test: install
-	@started=$$(date +%s); $(BIN)/pytest -q; status=$$?; \
+	@started=$$(date +%s); $(BIN)/pytest -q -n 2 --dist loadgroup; status=$$?; \
 	echo "make test: $$(( $$(date +%s) - started )) s"; exit $$status
 
 # Everything but the tests that start Langflow (marker app, set in tests/conftest.py): under 3 minutes.
 test-fast: install
-	$(BIN)/pytest -q -m "not app"
+	$(BIN)/pytest -q -n 2 -m "not app"
 
 lint: install
 	$(BIN)/ruff check .

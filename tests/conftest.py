@@ -20,9 +20,11 @@ SHARED_APP_BACKENDS = ("sqlite", "postgresql")
 def pytest_collection_modifyitems(config, items):
     """Mark every test that starts Langflow ``app``, and run the tests of the shared apps last, by backend.
 
-    Tests that start an app of their own run first, while no shared app holds Langflow's
-    process-wide services; then every test of the shared SQLite app, then of the shared
-    PostgreSQL app (see ``tests/app/conftest.py``), so each shared app starts once.
+    Tests that start an app of their own run first; then every test of the shared SQLite
+    app, then of the shared PostgreSQL app (see ``tests/app/conftest.py``), so each shared
+    app starts once. Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) each
+    backend's tests are one group, run by one worker; a test that starts an app of its own
+    stops its worker's shared app first (``langflow_app.one_app_at_a_time``).
     """
     tests = Path(__file__).parent
     for item in items:
@@ -36,6 +38,9 @@ def pytest_collection_modifyitems(config, items):
         return 0 if backend is None else 1 + SHARED_APP_BACKENDS.index(backend)
 
     items.sort(key=group)  # stable: each group keeps the collection order
+    for item in items:
+        if group(item):
+            item.add_marker(pytest.mark.xdist_group(f"langflow-{SHARED_APP_BACKENDS[group(item) - 1]}"))
 
 
 @pytest.fixture(params=BACKENDS)

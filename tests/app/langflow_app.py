@@ -41,6 +41,19 @@ def database_engine(url: str) -> Engine:
     return create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
 
 
+# Langflow's services are process-wide, so a process runs one app at a time: the shared app of the
+# app tests (``SharedApps``, which sets this while its app runs) is stopped before any other starts.
+_stop_shared_app: list = []
+
+
+def one_app_at_a_time(stop_shared_app=None) -> None:
+    """Stop this process's shared app, if one runs; with ``stop_shared_app``, register the one that now does."""
+    while _stop_shared_app:
+        _stop_shared_app.pop()()
+    if stop_shared_app is not None:
+        _stop_shared_app.append(stop_shared_app)
+
+
 def shared_log_file(tmp_path_factory) -> Path:
     """One log file for every app of the test session: Langflow's logger binds to its first configuration."""
     return tmp_path_factory.getbasetemp() / "langflow.log"
@@ -82,6 +95,7 @@ def running_langflow(
     Langflow's services are torn down when the client closes, so the next app reads its own
     database URL.
     """
+    one_app_at_a_time()
     with langflow_settings(url, home, log_file=log_file, model_base_url=model_base_url, plays_hosted=plays_hosted):
         from langflow.main import create_app
 
@@ -96,6 +110,7 @@ def serving_langflow(url: str, home: Path, *, log_file: Path, model_base_url: st
     A browser needs a real socket, which ``TestClient`` does not open: uvicorn serves the app
     from a thread of this process, on a free port of 127.0.0.1, until the block ends.
     """
+    one_app_at_a_time()
     with langflow_settings(url, home, log_file=log_file, model_base_url=model_base_url):
         from langflow.main import setup_app
 

@@ -22,6 +22,7 @@ from tests.app.langflow_app import (
     LangflowLog,
     database_engine,
     failure_lines,
+    one_app_at_a_time,
     running_langflow,
     shared_log_file,
     shown,
@@ -368,6 +369,7 @@ class SharedApps:
             client = LangflowClient(http, url=url, backend=backend, log_file=str(self.log.path))
             [(client.rows_after_start,)] = client.sql("SELECT count(*) FROM session_memory_state")
             self._running = (backend, stack.pop_all(), client)
+        one_app_at_a_time(stop_shared_app=self.stop)
         return client
 
     def stop(self) -> None:

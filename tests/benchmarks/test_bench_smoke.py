@@ -15,6 +15,7 @@ import pytest
 from benchmarks import history, report
 from benchmarks.databases import POSTGRES_ADMIN_URL
 from benchmarks.run import PARTS, PRESETS, run_benchmarks
+from tests.app.langflow_app import one_app_at_a_time
 from tests.databases import postgres_unreachable
 
 pytestmark = [pytest.mark.postgres, pytest.mark.app]
@@ -28,6 +29,7 @@ def smoke(tmp_path_factory):
     except psycopg.OperationalError as error:
         postgres_unreachable(error)
     docs = tmp_path_factory.mktemp("docs")
+    one_app_at_a_time()  # the benchmarks start Langflow's services in this process
     results, _ = run_benchmarks("smoke", PRESETS["smoke"], PARTS, docs)
     return results, docs
 
