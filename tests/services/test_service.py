@@ -6,7 +6,6 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from langchain_core.messages import AIMessage
 from sqlalchemy import delete, event
 
 from langflow_session_memory.services.session_memory import messages, store
@@ -17,7 +16,7 @@ from langflow_session_memory.services.session_memory.service import SessionMemor
 from langflow_session_memory.services.session_memory.summarizer import FOLD_RUN_TAG
 from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
-from tests.services.test_summarizer import GOOD, RecordedRuns
+from tests.services.test_summarizer import RecordedRuns, cached_answer
 
 WINDOW = 10
 # Unfolded messages that make a turn fold one batch inside itself: the excess over the two batches it sends raw.
@@ -508,13 +507,7 @@ async def test_compaction_folds_everything_before_the_input_and_sends_the_summar
 async def test_the_fold_after_the_answer_is_a_run_for_the_turn_s_tracers_with_its_cached_input(service, sessions, key):
     _rows, turn = await seed(sessions, key, 20 + WINDOW)
     tracer = RecordedRuns()
-    usage = {
-        "input_tokens": 1500,
-        "output_tokens": 40,
-        "total_tokens": 1540,
-        "input_token_details": {"cache_read": 1024},
-    }
-    model = ScriptedChatModel(script=[AIMessage(content=GOOD, usage_metadata=usage)])
+    model = ScriptedChatModel(script=[cached_answer(1024)])
 
     await service.fold_after_turn(Turn(key, WINDOW, turn.input_message_id, tracing=(tracer,)), model)
 

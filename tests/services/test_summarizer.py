@@ -198,14 +198,14 @@ async def test_a_fold_is_a_run_of_its_own_for_the_agent_s_tracers_and_for_no_oth
     assert model_callback.runs == []  # the model's own callbacks (the Agent's) never see the fold
 
 
+def cached_answer(cache_read: int = 1024) -> AIMessage:
+    """Good notes, with usage as LangChain reports a provider's prompt-cache hit."""
+    usage = {"input_tokens": 1500, "output_tokens": 40, "total_tokens": 1540}
+    return AIMessage(content=GOOD, usage_metadata={**usage, "input_token_details": {"cache_read": cache_read}})
+
+
 async def test_a_fold_reports_the_input_the_provider_served_from_its_cache():
-    usage = {
-        "input_tokens": 1500,
-        "output_tokens": 40,
-        "total_tokens": 1540,
-        "input_token_details": {"cache_read": 1024},
-    }
-    model = ScriptedChatModel(script=[AIMessage(content=GOOD, usage_metadata=usage)])
+    model = ScriptedChatModel(script=[cached_answer()])
 
     result = await fold(model, "", BATCH)
 
