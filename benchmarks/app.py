@@ -18,6 +18,7 @@ from benchmarks.inprocess import LogTail
 from langflow_session_memory.testing.langflow_env import import_langflow_main, langflow_environment
 
 STARTER_FLOW = ("initial_setup", "starter_projects", "Simple Agent.json")
+SETTLE_TIMEOUT_S = 600  # three batches of a slow local model's folds
 
 
 class LangflowApp:
@@ -80,6 +81,20 @@ class LangflowApp:
         response = self.http.post(f"/api/v1/run/{flow_id}", headers={"x-api-key": self.api_key}, json=body)
         if response.status_code != 200:
             raise RuntimeError(f"run failed ({response.status_code}): {response.text[:500]}")
+
+    def settle_folds(self) -> None:
+        """Wait for the folds started after answers, as a user reads an answer before writing again.
+
+        Without it a fold may still run when the next turn is sent or a figure is read: the demo and
+        the eval would count what the machine's load left unfolded, not what the extension does.
+        """
+        import asyncio
+
+        from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
+
+        background = get_session_memory_service().background
+        if background.loop is not None:
+            asyncio.run_coroutine_threadsafe(background.settled(), background.loop).result(timeout=SETTLE_TIMEOUT_S)
 
     def last_answer(self, session_id: str) -> tuple[str, dict]:
         """The Agent's last stored message in the session: its text and the usage Langflow stored with it."""

@@ -72,8 +72,11 @@ def run_configuration(
     started = time.perf_counter()
     for text in script[:-1]:
         app.run(flow_id, text, session_id, tweaks)
+        app.settle_folds()
     before_requests, (before_folded, _) = len(server.requests()) if server else 0, app.state(session_id)
     app.run(flow_id, script[-1], session_id, tweaks)
+    folded_in_turn = app.state(session_id)[0] != before_folded  # inside the turn: in its stored usage
+    app.settle_folds()
     seconds_per_turn = (time.perf_counter() - started) / len(script)
     answer, usage = app.last_answer(session_id)
     history_tokens = None
@@ -89,7 +92,7 @@ def run_configuration(
         configuration=label,
         last_turn_input_tokens=tokens,
         last_turn_history_tokens=history_tokens,
-        last_turn_folded=folded != before_folded,
+        last_turn_folded=folded_in_turn,
         answer=answer,
         folds=folded // FOLD_BATCH,
         fold_latency_ms=statistics.median(latencies) if latencies else None,

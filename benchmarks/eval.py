@@ -38,7 +38,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchmarks import conversation
+from benchmarks import cache_options, conversation
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.demo import agent_inputs
 from benchmarks.inprocess import FOLD_EVENT
@@ -209,6 +209,7 @@ class Result:
     token_parts: Counter = field(default_factory=Counter)  # bundled server only: see ``TOKEN_PARTS``
     request_tokens: Counter = field(default_factory=Counter)  # bundled server only: input per ``REQUEST_KINDS``
     cached_tokens: Counter = field(default_factory=Counter)  # bundled server only: cached per ``REQUEST_KINDS``
+    requests: list[dict] = field(default_factory=list)  # bundled server only: every request served, in order
 
     @property
     def correct(self) -> int:
@@ -289,12 +290,14 @@ def run_configuration(
         started = time.perf_counter()
         app.run(flow_id, text, session_id, tweaks)
         result.turn_seconds.append(time.perf_counter() - started)
+        app.settle_folds()  # a user reads the answer before the next message; the fold after it lands
         asked = questions[index - len(turns)] if index >= len(turns) else None
         answer, usage = app.last_answer(session_id) if asked or not server else ("", {})
         if server:
             records = server.requests()[seen:]
             seen += len(records)
             served = [r for r in records if r["status"] == 200]
+            result.requests += served
             parts = sum((request_token_parts(r) for r in served), Counter())
             result.token_parts.update(parts)
             tokens = parts.total()
@@ -568,6 +571,12 @@ def document(results: list[Result], *, size: Size, model: str, seconds: float) -
                     "",
                     cache_notes(results),
                     "",
+                    "## Past the ceiling: other request shapes, simulated",
+                    "",
+                    options_table(results),
+                    "",
+                    OPTIONS_NOTE,
+                    "",
                 ]
                 if cached
                 else []
@@ -578,6 +587,29 @@ def document(results: list[Result], *, size: Size, model: str, seconds: float) -
             "",
         ]
     )
+
+
+OPTIONS_NOTE = (
+    "Each session's requests replayed through the same simulator in other shapes (`benchmarks/cache_options.py`), "
+    "against today's stock Agent at the same rate (for Anthropic: Langflow sets no `cache_control`, so nothing "
+    "is cached today). *Folds reuse the chat prefix*: a fold request is the session's previous chat request, the "
+    "answer after it and the fold instructions at the end, so it reads the chat's cached prefix, but it is larger "
+    "(the Agent's system prompt and tools come with it). *Breakpoints*: `cache_control` after the system prompt, "
+    "after the notes and on the last message (Claude Sonnet 4.5's 1,024-token minimum; writes at 1.25x)."
+)
+
+
+def options_table(results: list[Result]) -> str:
+    """Billed input against today's stock Agent, per option and rate (``benchmarks.cache_options``)."""
+    ratios = cache_options.option_ratios(
+        {r.configuration.label: r.requests for r in results}, results[0].configuration.label
+    )
+    header = "| option | rate | " + " | ".join(r.configuration.label for r in results) + " |"
+    lines = [header, "| --- | --- |" + " ---: |" * len(results)]
+    for (option, rate), by_configuration in ratios.items():
+        cells = " | ".join(f"{by_configuration[r.configuration.label]:.3f}x" for r in results)
+        lines.append(f"| {option} | {rate} | {cells} |")
+    return "\n".join(lines)
 
 
 def cumulative(values: list[float]) -> list[float]:

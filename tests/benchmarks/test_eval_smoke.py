@@ -59,3 +59,26 @@ def test_billed_input_is_reported_against_the_stock_agent_at_each_rate(docs):
     assert all(0 <= int(cells["served from cache"].removesuffix("%")) <= 100 for cells in table.values())
     assert "Billed input at gpt-5's rate: " in markdown
     assert "fold calls: from cache" in markdown  # folds' cache hits apart from the chat's
+
+
+def test_other_request_shapes_are_simulated_against_today_s_stock_agent(docs):
+    markdown = (docs / "eval.md").read_text()
+    options = {
+        (cells[0], cells[1]): cells[2:]
+        for line in markdown.split("## Past the ceiling", 1)[1].splitlines()
+        if line.startswith("| ") and not line.startswith(("| option", "| ---"))
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    }
+    assert set(options) == {
+        ("as sent (OpenAI)", "gpt-4o"),
+        ("as sent (OpenAI)", "gpt-5"),
+        ("folds reuse the chat prefix (OpenAI)", "gpt-4o"),
+        ("folds reuse the chat prefix (OpenAI)", "gpt-5"),
+        ("Anthropic, no breakpoints", "anthropic"),
+        ("Anthropic, breakpoints", "anthropic"),
+    }
+    assert options[("as sent (OpenAI)", "gpt-5")][0] == options[("Anthropic, no breakpoints", "anthropic")][0]
+    assert options[("as sent (OpenAI)", "gpt-5")][0] == "1.000x"  # the stock Agent against itself
+    # the replay of the requests as sent gives the figure the server's own cached tokens gave
+    search_on = float(rows(markdown)[SEARCH_ON]["billed input vs stock, gpt-5"].removesuffix("x"))
+    assert abs(float(options[("as sent (OpenAI)", "gpt-5")][2].removesuffix("x")) - search_on) < 0.01
