@@ -29,7 +29,13 @@ MODEL = "gpt-4o-mini"
 FOLD_EVENT = "session_summary_fold"
 LOST_RACE_EVENT = "session_summary_lost_race"
 FOLD_ELSEWHERE_EVENT = "session_summary_fold_elsewhere"
-PROBLEM_EVENTS = ("session_memory_fallback", "session_summary_fold_failed", "session_summary_paused")
+# Our events that say the memory path did not do its job (a turn's own figures, session_memory_turn, are not).
+PROBLEM_EVENTS = (
+    "session_memory_fallback",
+    "session_summary_fold_failed",
+    "session_summary_paused",
+    "session_summary_reset",
+)
 _FIELD = re.compile(r"(\w+)=(\S+)")
 T = TypeVar("T")
 

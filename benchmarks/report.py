@@ -308,7 +308,8 @@ def concurrency_section(results: BenchResults) -> list[str]:
         "claimed sends the unfolded messages raw; only a fold inside a turn waits for another worker's "
         "(`session_summary_fold_elsewhere`). Lost races are `session_summary_lost_race` lines in Langflow's log "
         "(a fold call whose compare-and-swap lost, possible only once a claim ran out); problem events are "
-        "`session_memory_fallback`, `session_summary_fold_failed` and `session_summary_paused`.",
+        "`session_memory_fallback`, `session_summary_fold_failed`, `session_summary_paused` and "
+        "`session_summary_reset`.",
         "",
         *rows,
         "",

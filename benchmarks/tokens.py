@@ -21,7 +21,7 @@ from typing import Protocol
 from benchmarks import conversation
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.inprocess import (
-    FOLD_EVENT,
+    PROBLEM_EVENTS,
     AgentConfig,
     GraphAgent,
     Runtime,
@@ -50,7 +50,7 @@ class TokenSeries:
     last_answer: str
     max_summary_words: int
     seconds_per_turn: float
-    problem_events: list[str]  # our events other than folds (failed folds, pauses, fallbacks, resets)
+    problem_events: list[str]  # failed folds, pauses, fallbacks, resets (``PROBLEM_EVENTS``)
 
 
 class Chat(Protocol):
@@ -143,7 +143,7 @@ async def measure(chat: Chat, server: RunningServer, label: str, turns: int) -> 
         if calls.folds:
             max_words = max(max_words, len((await chat.summary(session_id)).split()))
     seconds_per_turn = (time.perf_counter() - started) / max(len(series["chat"]), 1)
-    problems = [e["event"] for e in await chat.events() if e["event"] != FOLD_EVENT]
+    problems = [e["event"] for e in await chat.events() if e["event"] in PROBLEM_EVENTS]
     return TokenSeries(
         label=label,
         path=chat.path,
