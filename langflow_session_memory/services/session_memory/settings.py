@@ -4,6 +4,7 @@ A value that cannot be used is logged (``session_memory_setting_ignored``) and t
 applies: a typo in a deployment must not stop Langflow or its chats.
 """
 
+import functools
 import ipaddress
 import math
 import os
@@ -53,16 +54,23 @@ def new_turn_cancels_fold(model_url: str | None, environ: Mapping[str, str] = os
     cancelled request costs nothing. A hosted provider serves both at once and bills a
     cancelled request, so there the fold runs on. ``always`` and ``never`` decide for every server.
     """
-    raw = environ.get(CANCEL_FOLDS_VARIABLE, "").strip().lower() or CANCEL_FOLDS_CHOICES[0]
-    if raw not in CANCEL_FOLDS_CHOICES:
-        logger.warning(
-            f"session_memory_setting_ignored variable={CANCEL_FOLDS_VARIABLE} "
-            f"reason=not_one_of_{'|'.join(CANCEL_FOLDS_CHOICES)} default={CANCEL_FOLDS_CHOICES[0]}"
-        )
-        raw = CANCEL_FOLDS_CHOICES[0]
-    if raw != "self-hosted":
-        return raw == "always"
+    choice = _cancel_folds_choice(environ.get(CANCEL_FOLDS_VARIABLE, ""))
+    if choice != "self-hosted":
+        return choice == "always"
     return is_self_hosted(model_url)
+
+
+@functools.cache
+def _cancel_folds_choice(raw: str) -> str:
+    """The choice ``raw`` names; a value that names none is logged once (every turn reads the setting)."""
+    choice = raw.strip().lower() or CANCEL_FOLDS_CHOICES[0]
+    if choice in CANCEL_FOLDS_CHOICES:
+        return choice
+    logger.warning(
+        f"session_memory_setting_ignored variable={CANCEL_FOLDS_VARIABLE} "
+        f"reason=not_one_of_{'|'.join(CANCEL_FOLDS_CHOICES)} default={CANCEL_FOLDS_CHOICES[0]}"
+    )
+    return CANCEL_FOLDS_CHOICES[0]
 
 
 def is_self_hosted(url: str | None) -> bool:
