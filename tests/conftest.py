@@ -8,6 +8,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
 from tests.databases import BACKENDS, fresh_database, langflow_schema_database
 
 # The real-model tier runs only where a real model is served (``make test-real`` sets this).
@@ -60,6 +61,14 @@ async def sessions(database_url):
     """A session factory on a database holding Langflow's message table and our migrated table."""
     async with langflow_schema_database(database_url) as factory:
         yield factory
+
+
+@pytest.fixture
+def claude_server():
+    """The bundled model server for one test: langchain-anthropic keeps one HTTP client per address, bound to the
+    test's event loop, so a server shared by tests would see a client whose loop is gone."""
+    with run_in_thread(FakeModelConfig()) as running:
+        yield running
 
 
 @pytest.fixture

@@ -94,7 +94,14 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from langflow_session_memory.testing.prompt_cache import OPENAI_TTL_S, PromptCache, openai_request
+from langflow_session_memory.testing import fake_anthropic
+from langflow_session_memory.testing.prompt_cache import (
+    OPENAI_TTL_S,
+    PromptCache,
+    anthropic_minimum_tokens,
+    anthropic_request,
+    openai_request,
+)
 
 MODELS = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "gpt-5.4-mini", "gpt-5.4", "o3-mini")
 SUMMARY_WORD_LIMIT = 300
@@ -456,12 +463,13 @@ def error_response(status: int, message: str, code: str | None = None, param: st
 
 
 def build_app(config: FakeModelConfig) -> FastAPI:
-    """Create the app; ``app.state.records`` holds every chat-completion request in log-record form, and
-    ``app.state.prompt_cache`` the prefixes OpenAI would have cached."""
+    """Create the app; ``app.state.records`` holds every request in log-record form, ``app.state.prompt_cache``
+    the prefixes OpenAI would have cached, and ``app.state.anthropic_caches`` Anthropic's, by model."""
     app = FastAPI(title="fake-openai")
     app.state.config = config
     app.state.records = []
     app.state.prompt_cache = PromptCache()
+    app.state.anthropic_caches = {}  # one per model, as Anthropic's: a prefix cached for one model serves no other
     log_lock = asyncio.Lock()
     ids = itertools.count(1)
 
@@ -473,10 +481,17 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         completion_tokens: int,
         tool_query: str | None = None,
         cached_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        wire: dict | None = None,
     ) -> None:
-        """Log one request; ``cached_tokens`` is what its answer reported (None: an error, or a profile without)."""
+        """Log one request; ``cached_tokens`` is what its answer reported (None: an error, or a profile without).
+
+        A request to the Anthropic route is logged in the OpenAI route's shape (``body``, what the answering
+        rules read) with the request as sent (``wire``) and the cache written (``cache_write_tokens``).
+        """
         entry = {
             "ts": time.time(),
+            "api": "anthropic" if wire is not None else "openai",
             "kind": kind,
             "body": body,
             "status": status,
@@ -484,7 +499,10 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             "completion_tokens": completion_tokens,
             "tool_query": tool_query,
             "cached_tokens": cached_tokens,
+            "cache_write_tokens": cache_write_tokens,
         }
+        if wire is not None:
+            entry["wire"] = wire
         app.state.records.append(entry)
         if config.request_log:
             async with log_lock:
@@ -513,8 +531,8 @@ def build_app(config: FakeModelConfig) -> FastAPI:
 
     @app.delete("/_prompt_cache")
     async def clear_prompt_cache() -> dict:
-        """Forget every cached prefix, so the next session measured starts cold."""
-        app.state.prompt_cache = PromptCache()
+        """Forget every cached prefix (both APIs'), so the next session measured starts cold."""
+        app.state.prompt_cache, app.state.anthropic_caches = PromptCache(), {}
         return {"cleared": True}
 
     @app.post("/v1/chat/completions")
@@ -568,11 +586,9 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         if config.strict_alternation and (problem := alternation_error(messages)):
             await record(kind, body, 400, prompt_tokens, 0)
             return error_response(400, problem, code="invalid_message_order", param="messages")
-        if faults_apply and config.fail_status is not None and config.fail_times != 0:
-            if config.fail_times is not None:
-                config.fail_times -= 1
-            await record(kind, body, config.fail_status, prompt_tokens, 0)
-            return error_response(config.fail_status, f"Injected failure (HTTP {config.fail_status}).")
+        if failure := _injected_failure(config, faults_apply):
+            await record(kind, body, failure, prompt_tokens, 0)
+            return error_response(failure, f"Injected failure (HTTP {failure}).")
 
         reply = _reply(config, kind, messages, body.get("tools"), faults_apply)
         finish_reason = "stop"
@@ -610,7 +626,88 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             _paced(chunks, delay, slot if release else None, release), media_type="text/event-stream"
         )
 
+    @app.post("/v1/messages")
+    async def anthropic_messages(request: Request):
+        """Anthropic's Messages API (``fake_anthropic``): the same answers, with Anthropic's wire and prompt cache."""
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        problem = fake_anthropic.request_problem(body) if isinstance(body, dict) else "The request body is not JSON."
+        if problem:
+            await record("chat", None, 400, 0, 0, wire=body if isinstance(body, dict) else {})
+            return JSONResponse(fake_anthropic.error_body(400, problem), status_code=400)
+        shaped = fake_anthropic.openai_shape(body)
+        messages, stream = shaped["messages"], shaped["stream"]
+        kind = "summary" if is_summary_request(messages) else "chat"
+        blocks = fake_anthropic.cache_blocks(body)
+        prompt_tokens = sum(block.tokens for block in blocks)
+        faults_apply = kind == "summary" or not config.fail_only_summaries
+        delay = config.latency_s + (config.timeout_s if faults_apply else 0.0)
+        if not stream:
+            await asyncio.sleep(delay)
+
+        async def refuse(status: int, why: str) -> JSONResponse:
+            await record(kind, shaped, status, prompt_tokens, 0, wire=body)
+            return JSONResponse(fake_anthropic.error_body(status, why), status_code=status)
+
+        limit = config.context_limit_tokens
+        if limit is not None and prompt_tokens > limit:
+            return await refuse(400, f"prompt is too long: {prompt_tokens} tokens > {limit} maximum")
+        if failure := _injected_failure(config, faults_apply):
+            return await refuse(failure, f"Injected failure (HTTP {failure}).")
+
+        reply = _reply(config, kind, messages, shaped["tools"], faults_apply)
+        cap, stop_reason = body["max_tokens"], "end_turn"
+        if not reply.tool_query and len(reply.content) > cap * 4:
+            reply, stop_reason = Reply(reply.content[: cap * 4]), "max_tokens"
+        request_id = next(ids)
+        call = None
+        if reply.tool_query is not None:
+            call = {"id": f"toolu_fake_{request_id}", "name": SEARCH_TOOL, "input": {"query": reply.tool_query}}
+            stop_reason = "tool_use"
+        completion_tokens = estimate_completion_tokens(reply.content or (json.dumps(call["input"]) if call else ""))
+        model = str(body.get("model") or "")
+        served, app.state.anthropic_caches[model] = anthropic_request(
+            app.state.anthropic_caches.get(model, PromptCache()),
+            blocks,
+            time.monotonic(),
+            anthropic_minimum_tokens(model),
+            config.prompt_cache_ttl_s,
+        )
+        await record(
+            kind,
+            shaped,
+            200,
+            prompt_tokens,
+            completion_tokens,
+            reply.tool_query,
+            served.cache_read,
+            cache_write_tokens=served.cache_write,
+            wire=body,
+        )
+        answer = (
+            {"id": f"msg_fake_{request_id}", "model": body.get("model")},
+            fake_anthropic.content(reply.content, call),
+            stop_reason,
+            fake_anthropic.usage(served, completion_tokens),
+        )
+        if not stream:
+            return fake_anthropic.message(*answer)
+        return StreamingResponse(
+            _paced(fake_anthropic.events(*answer), delay, None, None), media_type="text/event-stream"
+        )
+
     return app
+
+
+def _injected_failure(config: FakeModelConfig, faults_apply: bool) -> int | None:
+    """The HTTP status a fault knob makes this request fail with (counted against ``fail_times``), or None."""
+    if not faults_apply or config.fail_status is None or config.fail_times == 0:
+        return None
+    if config.fail_times is not None:
+        config.fail_times -= 1
+    return config.fail_status
 
 
 @dataclass

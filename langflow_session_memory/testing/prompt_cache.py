@@ -40,13 +40,17 @@ Anthropic, explicit breakpoints (``ANTHROPIC_PROMPT_CACHING``):
 
 * The request is tools, then system, then messages, as content blocks; ``cache_control`` on a block is a
   breakpoint, at most 4 a request ("You can define up to 4 cache breakpoints"). Without one nothing is cached.
-  (The top-level "automatic" ``cache_control`` places one breakpoint on the last cacheable block: give that
-  block ``cache_control=True``.)
+  The top-level ``cache_control`` ("automatic caching") "applies the cache breakpoint to the last cacheable
+  block and moves it forward as the conversation grows", taking one of the 4: give that block
+  ``cache_control=True``.
 * A request writes the prefix up to each breakpoint ("caches the full prefix ... up to and including the block
   designated with cache_control"), if that prefix has at least the model's minimum ("The minimum cacheable
-  prompt length is: 4096 tokens for Claude Opus 4.5 ... 1024 tokens for Claude Opus 4.1, Claude Opus 4, Claude
-  Sonnet 4.5, Claude Sonnet 4 ... 4096 tokens for Claude Haiku 4.5; 2048 tokens for Claude Haiku 3.5 ... and
-  Claude Haiku 3. Shorter prompts cannot be cached"): ``ANTHROPIC_MINIMUM_TOKENS``.
+  prompt length is: 4096 tokens for Claude Opus 4.6, Claude Opus 4.5 ... 1024 tokens for Claude Sonnet 4.6,
+  Claude Sonnet 4.5, Claude Opus 4.1, Claude Opus 4, Claude Sonnet 4, and Claude Sonnet 3.7 ... 4096 tokens for
+  Claude Haiku 4.5; 2048 tokens for Claude Haiku 3.5 ... and Claude Haiku 3. Shorter prompts cannot be cached"):
+  ``ANTHROPIC_MINIMUM_TOKENS``, looked up for a dated model name by ``anthropic_minimum_tokens``. A request with
+  more than 4 breakpoints is refused: "A maximum of 4 blocks with cache_control may be provided. Found 5."
+  (the API's ``invalid_request_error``, as reported in public issues of Anthropic SDK users).
 * It reads the longest cached prefix ending at a block boundary within the lookback of one of its breakpoints:
   "The system checks for cache hits by working backwards from your explicit breakpoint ... The system only
   checks up to 20 blocks before each explicit cache_control breakpoint" (the breakpoint's own block is the first
@@ -66,6 +70,7 @@ tokens are 1.25 times the base input tokens price ... Cache read tokens are 0.1 
 price" (e.g. Claude Sonnet 4.5: $3, $3.75 and $0.30 per MTok).
 """
 
+import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -82,6 +87,8 @@ ANTHROPIC_MAX_BREAKPOINTS = 4
 ANTHROPIC_LOOKBACK_BLOCKS = 20
 ANTHROPIC_TTL_S = 5 * 60.0
 ANTHROPIC_MINIMUM_TOKENS = {
+    "claude-opus-4-6": 4096,
+    "claude-sonnet-4-6": 1024,
     "claude-opus-4-5": 4096,
     "claude-opus-4-1": 1024,
     "claude-opus-4": 1024,
@@ -92,6 +99,25 @@ ANTHROPIC_MINIMUM_TOKENS = {
     "claude-haiku-3-5": 2048,
     "claude-haiku-3": 2048,
 }
+
+
+# Langflow's names of older models put the family after the version ("claude-3-5-haiku-20241022").
+_ANTHROPIC_OLD_NAME = re.compile(r"^claude-(\d(?:-\d)?)-(opus|sonnet|haiku)")
+_ANTHROPIC_DATE = re.compile(r"-(?:\d{8}|latest)$")
+
+
+def anthropic_family(model: str) -> str:
+    """A model's name as the documentation's table has it: ``claude-3-5-haiku-20241022`` is ``claude-haiku-3-5``."""
+    name = _ANTHROPIC_DATE.sub("", model)
+    return _ANTHROPIC_OLD_NAME.sub(lambda m: f"claude-{m.group(2)}-{m.group(1)}", name)
+
+
+def anthropic_minimum_tokens(model: str) -> int:
+    """The shortest prefix ``model`` caches, for a name as Langflow lists it (dated, ``-latest``, or old-style).
+
+    A model the table does not know gets 1,024, the lowest documented minimum.
+    """
+    return ANTHROPIC_MINIMUM_TOKENS.get(anthropic_family(model), min(ANTHROPIC_MINIMUM_TOKENS.values()))
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lfx.base.models.anthropic_constants import ANTHROPIC_MODELS_DETAILED
 
 from langflow_session_memory.testing.prompt_cache import (
     ANTHROPIC_MINIMUM_TOKENS,
@@ -11,6 +12,8 @@ from langflow_session_memory.testing.prompt_cache import (
     CacheRates,
     InputTokens,
     PromptCache,
+    anthropic_family,
+    anthropic_minimum_tokens,
     anthropic_request,
     billed_input,
     openai_request,
@@ -140,6 +143,31 @@ def test_documented_minimums():
     assert ANTHROPIC_MINIMUM_TOKENS["claude-sonnet-4-5"] == ANTHROPIC_MINIMUM_TOKENS["claude-opus-4-1"] == 1024
     assert ANTHROPIC_MINIMUM_TOKENS["claude-haiku-3"] == ANTHROPIC_MINIMUM_TOKENS["claude-haiku-3-5"] == 2048
     assert ANTHROPIC_MINIMUM_TOKENS["claude-opus-4-5"] == ANTHROPIC_MINIMUM_TOKENS["claude-haiku-4-5"] == 4096
+
+
+def test_the_documented_4_6_minimums():
+    assert ANTHROPIC_MINIMUM_TOKENS["claude-sonnet-4-6"] == 1024
+    assert ANTHROPIC_MINIMUM_TOKENS["claude-opus-4-6"] == 4096
+
+
+@pytest.mark.parametrize("model", [m["name"] for m in ANTHROPIC_MODELS_DETAILED if not m.get("deprecated")])
+def test_every_current_claude_model_langflow_offers_has_a_documented_minimum(model):
+    assert anthropic_family(model) in ANTHROPIC_MINIMUM_TOKENS, f"{model}: add its minimum to ANTHROPIC_MINIMUM_TOKENS"
+
+
+@pytest.mark.parametrize(
+    ("model", "minimum"),
+    [
+        ("claude-sonnet-4-5-20250929", 1024),
+        ("claude-haiku-4-5-20251001", 4096),
+        ("claude-3-5-haiku-20241022", 2048),
+        ("claude-3-7-sonnet-latest", 1024),
+        ("claude-opus-4-6", 4096),
+        ("claude-next-model", 1024),  # unknown: the lowest documented minimum
+    ],
+)
+def test_a_dated_or_old_style_name_gets_its_model_s_minimum(model, minimum):
+    assert anthropic_minimum_tokens(model) == minimum
 
 
 @given(added=st.integers(1, 40))
