@@ -31,6 +31,7 @@ from tests.databases import fresh_database
 
 STARTER_FLOW = Path(langflow.__file__).parent / "initial_setup" / "starter_projects" / "Simple Agent.json"
 MODEL = [{"name": "gpt-4o-mini", "provider": "OpenAI", "metadata": {}}]
+CLAUDE = [{"name": "claude-sonnet-4-5-20250929", "provider": "Anthropic", "metadata": {}}]
 MESSAGE = MessageTable.__table__  # Langflow's own column types: each backend stores ids and times as Langflow does
 # The contract columns of our table (docs/design.md), declared here so the tests do not depend on the package's model.
 STATE = Table(
@@ -76,9 +77,11 @@ class LangflowClient:
         raise LookupError(f"{name} is not in the component catalogue")
 
     def create_agent_flow(
-        self, *, session_memory: bool, n_messages: int, project_id: str | None = None
+        self, *, session_memory: bool, n_messages: int, project_id: str | None = None, model: list[dict] = MODEL
     ) -> tuple[str, str]:
-        """Chat Input -> (Session Memory) Agent -> Chat Output; returns (flow id, agent node id)."""
+        """Chat Input -> (Session Memory) Agent -> Chat Output; returns (flow id, agent node id).
+
+        ``model`` is the Agent's model selection (the bundled server answers OpenAI's and Anthropic's APIs)."""
         flow = json.loads(STARTER_FLOW.read_text())
         graph = flow["data"]
         keep = {n["id"] for n in graph["nodes"] if n["data"]["type"] in {"ChatInput", "ChatOutput", "Agent"}}
@@ -89,7 +92,7 @@ class LangflowClient:
             agent["data"]["node"] = copy.deepcopy(self.catalogue_entry("SessionMemoryAgent"))
             agent["data"]["type"] = "SessionMemoryAgent"
         template = agent["data"]["node"]["template"]
-        template["model"]["value"] = MODEL
+        template["model"]["value"] = model
         template["n_messages"]["value"] = n_messages
         template["add_current_date_tool"]["value"] = False
         template["add_calculator_tool"]["value"] = False

@@ -141,35 +141,59 @@ async def test_a_failure_is_logged_at_error_with_its_kind_and_no_text(broken_dat
     assert not [log for log in captured_logs if TEXT in str(log)]
 
 
-async def test_the_turn_reports_the_input_served_from_the_provider_s_cache_for_chats_and_folds_apart(
-    key, captured_logs
-):
-    reported = {"input_tokens": 2000, "output_tokens": 20, "total_tokens": 2020, "input_token_details": {}}
-    calls = [{**reported, "input_token_details": {"cache_read": cached}} for cached in (1792, 1920)]
-    model = ScriptedChatModel(script=[AIMessage(content="x", usage_metadata=usage) for usage in calls])
+async def a_turn_of_two_calls(key, captured_logs, usages: list[dict], **fold_costs) -> tuple[str, dict]:
+    """A turn whose two model calls (a tool call, then the answer) reported ``usages``, with folds that cost
+    ``fold_costs``: the turn's ``session_memory_turn`` line and its Session memory step's facts."""
+    model = ScriptedChatModel(script=[AIMessage(content="x", usage_metadata=usage) for usage in usages])
     component = SimpleNamespace(n_messages=10)
     agent_model(component, model)
     for question in ("What is in ticket T-1?", "What is in ticket T-1? Tool result: the ticket"):
-        await model.ainvoke(question)  # the Agent's calls of this turn: a tool call, then the answer
+        await model.ainvoke(question)
     notes = "Key facts:\n- customer ACME\nConversation so far:\n- greetings"
     state = SessionState(key=key, summary=notes, folded_count=20, version=1)
-    history = History(
-        messages=[], summary=notes, input_tokens=1500, output_tokens=40, cached_input_tokens=1024, state=state
-    )
+    history = History(messages=[], summary=notes, state=state, **fold_costs)
     run_state(component).history = history
     step = memory_step(history, session_id=key.session_id, flow_id=key.flow_id)
-    usage = Usage(input_tokens=4000, output_tokens=40, total_tokens=4040)
-    answer = Message(text="the answer", properties=Properties(usage=usage), content_blocks=[step])
+    spent = {name: sum(usage[name] for usage in usages) for name in ("input_tokens", "output_tokens", "total_tokens")}
+    answer = Message(text="the answer", properties=Properties(usage=Usage(**spent)), content_blocks=[step])
 
     result = await finish_turn(component, answer)
 
     [line] = [log["event"] for log in captured_logs if log["event"].startswith("session_memory_turn ")]
-    assert "input_tokens=5500 " in line
-    assert " cached_input_tokens=3712 fold_cached_input_tokens=1024 " in line
     [shown] = result.content_blocks
-    facts = shown.tool_input
+    return line, shown.tool_input
+
+
+async def test_the_turn_reports_the_input_served_from_the_provider_s_cache_for_chats_and_folds_apart(
+    key, captured_logs
+):
+    reported = {"input_tokens": 2000, "output_tokens": 20, "total_tokens": 2020}
+    usages = [{**reported, "input_token_details": {"cache_read": cached}} for cached in (1792, 1920)]
+
+    line, facts = await a_turn_of_two_calls(
+        key, captured_logs, usages, input_tokens=1500, output_tokens=40, cached_input_tokens=1024
+    )
+
+    assert "input_tokens=5500 " in line
+    assert " cached_input_tokens=3712 cache_write_input_tokens=0 fold_cached_input_tokens=1024 " in line
     assert (facts["cached_input_tokens"], facts["fold_input_tokens"], facts["fold_cached_input_tokens"]) == (
         3712,
         1500,
         1024,
     )
+    assert "cache_write_input_tokens" not in facts
+
+
+async def test_the_turn_reports_the_input_written_to_the_provider_s_cache_as_langchain_reads_anthropic_s_usage(
+    key, captured_logs
+):
+    # Anthropic's usage as langchain-anthropic maps it: written input as cache_creation, or split by lifetime.
+    details = ({"cache_read": 0, "cache_creation": 0, "ephemeral_5m_input_tokens": 1800}, {"cache_creation": 230})
+    reported = {"input_tokens": 2030, "output_tokens": 9, "total_tokens": 2039}
+
+    line, facts = await a_turn_of_two_calls(
+        key, captured_logs, [{**reported, "input_token_details": d} for d in details]
+    )
+
+    assert " cached_input_tokens=0 cache_write_input_tokens=2030 " in line
+    assert facts["cache_write_input_tokens"] == 2030

@@ -2,6 +2,7 @@ from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.io import BoolInput, HandleInput, IntInput
 
 from langflow_session_memory.services.session_memory.agent_history import (
+    agent_middleware,
     agent_model,
     agent_tools,
     finish_turn,
@@ -86,6 +87,12 @@ class SessionMemoryAgentComponent(AgentComponent):
         if not memory_switched_on(self):
             return llm
         return agent_model(self, llm)
+
+    def _build_middleware(self, llm, *, allow_interrupts: bool = True):
+        middleware = super()._build_middleware(llm, allow_interrupts=allow_interrupts)
+        if not memory_switched_on(self):
+            return middleware
+        return agent_middleware(self, llm, middleware)
 
     async def get_agent_requirements(self):
         llm, chat_history, tools = await super().get_agent_requirements()

@@ -17,7 +17,7 @@ from lfx.log.logger import logger
 from lfx.schema.message import Message
 from lfx.schema.properties import Usage
 
-from langflow_session_memory.services.session_memory import context_size, playground
+from langflow_session_memory.services.session_memory import context_size, playground, prompt_caching
 from langflow_session_memory.services.session_memory.agent_turn import (
     ModelCalls,
     configured_context_window,
@@ -27,6 +27,7 @@ from langflow_session_memory.services.session_memory.agent_turn import (
     run_state,
     with_memory,
 )
+from langflow_session_memory.services.session_memory.assembly import notes_text
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.recall_tool import with_recall_tool
 
@@ -39,6 +40,7 @@ CONTEXT_TOO_LONG = (
 __all__ = [
     "CONTEXT_TOO_LONG",
     "ContextTooLongError",
+    "agent_middleware",
     "agent_model",
     "agent_tools",
     "finish_turn",
@@ -69,6 +71,17 @@ def agent_model(component, llm):
     state = run_state(component)
     state.model, state.calls = llm, calls
     return llm
+
+
+def agent_middleware(component, llm, middleware: list) -> list:
+    """Langflow's middleware for the Agent, then the prompt-cache breakpoints where the provider caches only
+    what a request marks (Anthropic): the notes the run sends are read at each model call."""
+    return [*middleware, *prompt_caching.cache_breakpoints(llm, lambda: _notes_sent(component))]
+
+
+def _notes_sent(component) -> str | None:
+    history = run_state(component).history
+    return notes_text(history.summary) if history is not None and history.summary else None
 
 
 async def agent_tools(component, tools):
@@ -150,6 +163,7 @@ async def _add_fold_usage(component, result: Message) -> Message:
         return result
     usage, estimated = result.properties.usage, history.tokens_estimated
     cached = state.calls.cached_input_tokens if state.calls else 0
+    written = state.calls.cache_write_input_tokens if state.calls else 0
     if usage is None or not usage.input_tokens:
         usage = Usage(
             input_tokens=request_tokens(component, getattr(component, "chat_history", None) or []),
@@ -161,11 +175,12 @@ async def _add_fold_usage(component, result: Message) -> Message:
     await logger.ainfo(
         f"session_memory_turn input_tokens={input_tokens} output_tokens={output_tokens} "
         f"fold_input_tokens={history.input_tokens} fold_output_tokens={history.output_tokens} "
-        f"cached_input_tokens={cached} fold_cached_input_tokens={history.cached_input_tokens} "
+        f"cached_input_tokens={cached} cache_write_input_tokens={written} "
+        f"fold_cached_input_tokens={history.cached_input_tokens} "
         f"usage={'estimated' if estimated else 'reported'} folded={history.folded} "
         f"history_messages={len(history.messages)}"
     )
-    result = playground.with_step_facts(result, _cache_facts(cached, history))
+    result = playground.with_step_facts(result, _cache_facts(cached, written, history))
     if not (history.input_tokens or history.output_tokens or estimated):
         return result  # Chat Output stores the step's counts with the answer
     total = Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens)
@@ -178,12 +193,15 @@ async def _add_fold_usage(component, result: Message) -> Message:
     return result
 
 
-def _cache_facts(cached: int, history) -> dict:
-    """What the provider served from its prompt cache, for the step (Langflow's ``Usage`` has no field for it).
+def _cache_facts(cached: int, written: int, history) -> dict:
+    """What the provider served from its prompt cache and wrote to it, for the step (Langflow's ``Usage``
+    has no field for either).
 
     The chat calls' and the folds' apart: a fold is a request of its own, billed on its own.
     """
     facts = {"cached_input_tokens": cached} if cached else {}
+    if written:
+        facts["cache_write_input_tokens"] = written
     if history.input_tokens:
         facts |= {"fold_input_tokens": history.input_tokens, "fold_cached_input_tokens": history.cached_input_tokens}
     return facts

@@ -26,7 +26,7 @@ from langflow_session_memory.services.session_memory.runtime import get_session_
 from langflow_session_memory.services.session_memory.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.service import History
 from langflow_session_memory.services.session_memory.settings import new_turn_cancels_fold
-from langflow_session_memory.services.session_memory.summarizer import cached_input_tokens
+from langflow_session_memory.services.session_memory.summarizer import cache_write_input_tokens, cached_input_tokens
 from langflow_session_memory.services.session_memory.turn import Turn
 
 # Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
@@ -47,6 +47,7 @@ class ModelCalls(AsyncCallbackHandler):
         self.started = 0
         self.last_call_tokens: int | None = None
         self.cached_input_tokens = 0  # over the run's calls, as the provider reported them
+        self.cache_write_input_tokens = 0  # likewise: written to the provider's prompt cache (Anthropic)
         self._prompt_estimate = 0
 
     async def on_chat_model_start(self, _serialized, messages, **_kwargs) -> None:
@@ -61,6 +62,7 @@ class ModelCalls(AsyncCallbackHandler):
             for generation in generations:
                 usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
                 self.cached_input_tokens += cached_input_tokens(usage)
+                self.cache_write_input_tokens += cache_write_input_tokens(usage)
                 if usage.get("input_tokens"):
                     self.last_call_tokens = int(usage["input_tokens"]) + int(usage.get("output_tokens") or 0)
                 else:

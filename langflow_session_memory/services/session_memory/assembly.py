@@ -233,13 +233,16 @@ def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Me
         if _sent_as_user(first):
             return []
         return [Message(text=HISTORY_START_NOTE, sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)]
-    notes = Message(
-        text=SUMMARY_FRAME.format(summary=summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME
-    )
+    notes = Message(text=notes_text(summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)
     if not _sent_as_user(first):
         return [notes]
     ack = Message(text=SUMMARY_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME)
     return [notes, ack]
+
+
+def notes_text(summary: str) -> str:
+    """The text of the message that carries the notes."""
+    return SUMMARY_FRAME.format(summary=summary)
 
 
 async def history_messages(summary: str, raw: Sequence[MessageTable]) -> list[Message]:

@@ -510,3 +510,15 @@ def cached_input_tokens(usage: dict) -> int:
     """
     details = usage.get("input_token_details") or {}
     return int(details.get("cache_read") or 0)
+
+
+def cache_write_input_tokens(usage: dict) -> int:
+    """The input a provider wrote to its prompt cache (Anthropic bills it at 1.25x), from ``usage_metadata``.
+
+    LangChain keeps Anthropic's ``cache_creation_input_tokens`` as ``input_token_details.cache_creation``,
+    or, when Anthropic splits it by lifetime, as ``ephemeral_5m_input_tokens`` and
+    ``ephemeral_1h_input_tokens`` with ``cache_creation`` set to 0.
+    """
+    details = usage.get("input_token_details") or {}
+    split = int(details.get("ephemeral_5m_input_tokens") or 0) + int(details.get("ephemeral_1h_input_tokens") or 0)
+    return int(details.get("cache_creation") or 0) or split
