@@ -35,11 +35,16 @@ class LangflowApp:
         self.api_key = client.post("/api/v1/api_key/", json={"name": "bench"}).raise_for_status().json()["api_key"]
 
     def create_flow(
-        self, model: str, *, session_memory: bool = True, agent_inputs: dict | None = None
+        self,
+        model: str,
+        *,
+        session_memory: bool = True,
+        agent_inputs: dict | None = None,
+        provider: str = "OpenAI",
     ) -> tuple[str, str]:
         """Langflow's "Simple Agent" starter (Chat Input -> Agent -> Chat Output), its Agent swapped for ours
-        unless ``session_memory`` is False; ``agent_inputs`` set the Agent's inputs by name (``max_tokens``, ...).
-        Returns (flow id, agent node id)."""
+        unless ``session_memory`` is False; ``agent_inputs`` set the Agent's inputs by name (``max_tokens``, ...);
+        ``provider`` is the Langflow model provider of ``model``. Returns (flow id, agent node id)."""
         import langflow
 
         graph = json.loads(Path(langflow.__file__).parent.joinpath(*STARTER_FLOW).read_text())["data"]
@@ -51,7 +56,7 @@ class LangflowApp:
             agent["data"]["node"] = self._catalogue_entry("SessionMemoryAgent")
             agent["data"]["type"] = "SessionMemoryAgent"
         template = agent["data"]["node"]["template"]
-        template["model"]["value"] = [{"name": model, "provider": "OpenAI", "metadata": {}}]
+        template["model"]["value"] = [{"name": model, "provider": provider, "metadata": {}}]
         template["add_current_date_tool"]["value"] = False
         template["add_calculator_tool"]["value"] = False
         for input_name, value in (agent_inputs or {}).items():

@@ -1,40 +1,51 @@
 """What other request shapes would bill, replayed from one session's requests through the prompt-cache simulator.
 
-Issue 21, item 4: options that might go past what the switch saves today, measured before they are built. Each
-option rewrites the requests the bundled server received for one configuration (``benchmarks.eval`` keeps them,
-in order, with their times) and serves them through ``testing/prompt_cache``, as the provider would:
+Issue 21, item 4: options that might go past what the switch saves, measured before (and after) they are built.
+Each option rewrites the requests the bundled server received for one configuration (``benchmarks.eval`` keeps
+them, in order, with their times) and serves them through ``testing/prompt_cache``, as the provider would.
 
-* ``as sent``: the requests unchanged (OpenAI's automatic caching; the eval's own figures, by another path).
+OpenAI (the requests as the OpenAI route received them; OpenAI's automatic caching):
+
+* ``as sent``: the requests unchanged (the eval's own figures, by another path).
 * ``folds reuse the chat prefix``: each fold request is the session's previous chat request, the answer that
   followed it and the fold instructions at the end (Anthropic's advice for compaction), instead of the
-  instructions, the notes and the batch on their own; OpenAI's rules.
-* ``anthropic, no breakpoints``: nothing is cached (Langflow 1.13 sets no ``cache_control``).
-* ``anthropic, breakpoints``: ``cache_control`` after the system prompt, after the notes (ours) and on the
-  last message, as Anthropic recommends for a conversation; Claude Sonnet 4.5's 1,024-token minimum.
+  instructions, the notes and the batch on their own.
 
-Token units are the bundled server's (``fake_openai.serialized_prompt``, ``estimate_prompt_tokens``), plus the
-tool definitions counted as ``benchmarks.eval`` counts them, so every option is in the eval's units.
+Anthropic (the requests as the Messages API received them, ``record["wire"]``; Anthropic's breakpoints, the
+model's own minimum), each with its breakpoints taken off and set again:
+
+* ``no breakpoints``: nothing is cached (Langflow's stock Agent sets no ``cache_control``).
+* ``last block only``: the top-level ``cache_control`` (Anthropic's automatic caching) alone.
+* ``LangChain's middleware``: what ``AnthropicPromptCachingMiddleware`` marks: the last tool, the system prompt
+  and the top-level ``cache_control``.
+* ``LangChain's middleware + notes``: that and the notes message (``prompt_caching.NotesBreakpoint``): what the
+  Session Memory Agent sends with the switch on.
+
+Token units are the bundled server's (``fake_openai.serialized_prompt``, ``estimate_prompt_tokens``; on the
+Anthropic route, ``fake_anthropic.cache_blocks``), plus, on the OpenAI route, the tool definitions counted as
+``benchmarks.eval`` counts them, so every option is in the eval's units.
 """
 
+import copy
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 
 from langflow_session_memory.services.session_memory.assembly import SUMMARY_FRAME
+from langflow_session_memory.services.session_memory.prompt_caching import CACHE_CONTROL
 from langflow_session_memory.services.session_memory.summarizer import SUMMARY_INSTRUCTIONS
-from langflow_session_memory.testing.fake_openai import content_text, estimate_prompt_tokens, serialized_prompt
+from langflow_session_memory.testing.fake_anthropic import blocks_of, cache_blocks
+from langflow_session_memory.testing.fake_openai import content_text, serialized_prompt
 from langflow_session_memory.testing.prompt_cache import (
-    ANTHROPIC_MINIMUM_TOKENS,
     RATES,
-    Block,
     InputTokens,
     PromptCache,
+    anthropic_minimum_tokens,
     anthropic_request,
     billed_input,
     openai_request,
 )
 
-ANTHROPIC_MODEL = "claude-sonnet-4-5"
 NOTES_OPENING = SUMMARY_FRAME.split("{summary}", 1)[0]  # how the notes' message starts
 
 
@@ -81,51 +92,100 @@ def folds_reusing_the_chat_prefix(records: Sequence[dict]) -> list[dict]:
     return rewritten
 
 
-def anthropic_replay(records: Iterable[dict], *, breakpoints: bool) -> list[InputTokens]:
-    """Each request's input by Anthropic's rules: blocks for the tools, the system prompt and each message."""
+def anthropic_replay(records: Iterable[dict], breakpoints: Callable[[dict], dict]) -> list[InputTokens]:
+    """Each request's input by Anthropic's rules, in order, the chat requests sent with ``breakpoints`` instead of
+    their own (fold requests carry none: only the Agent's requests are marked)."""
     cache, served = PromptCache(), []
-    minimum = ANTHROPIC_MINIMUM_TOKENS[ANTHROPIC_MODEL]
     for record in records:
-        read, cache = anthropic_request(cache, _blocks(record["body"], breakpoints=breakpoints), record["ts"], minimum)
+        body = without_breakpoints(record["wire"])
+        body = body if record["kind"] == "summary" else breakpoints(body)
+        read, cache = anthropic_request(
+            cache, cache_blocks(body), record["ts"], anthropic_minimum_tokens(str(body.get("model")))
+        )
         served.append(read)
     return served
+
+
+def without_breakpoints(body: dict) -> dict:
+    """The request with no ``cache_control`` anywhere (tools, system, message blocks, top level)."""
+    body = copy.deepcopy(body)
+    body.pop("cache_control", None)
+    for block in _markable(body):
+        block.pop("cache_control", None)
+    return body
+
+
+def last_block(body: dict) -> dict:
+    return {**body, "cache_control": CACHE_CONTROL}
+
+
+def langchain_middleware(body: dict) -> dict:
+    """What ``AnthropicPromptCachingMiddleware`` marks: the last tool, the system prompt's last block, the
+    top-level ``cache_control``."""
+    body = last_block(copy.deepcopy(body))
+    if body.get("tools"):
+        body["tools"][-1]["cache_control"] = CACHE_CONTROL
+    if body.get("system"):
+        body["system"] = blocks_of(body["system"])
+        body["system"][-1]["cache_control"] = CACHE_CONTROL
+    return body
+
+
+def langchain_middleware_and_notes(body: dict) -> dict:
+    body = langchain_middleware(body)
+    for message in body["messages"]:
+        content = blocks_of(message.get("content"))
+        if message.get("role") == "user" and content and content[0].get("text", "").startswith(NOTES_OPENING):
+            message["content"] = [{**content[0], "cache_control": CACHE_CONTROL}, *content[1:]]
+            break
+    return body
+
+
+def _markable(body: dict) -> Iterable[dict]:
+    yield from body.get("tools") or []
+    if isinstance(body.get("system"), list):
+        yield from body["system"]
+    for message in body.get("messages") or []:
+        if isinstance(message.get("content"), list):
+            yield from (block for block in message["content"] if isinstance(block, dict))
 
 
 def billed(served: Iterable[InputTokens], rate: str) -> float:
     return sum(billed_input(tokens, RATES[rate]) for tokens in served)
 
 
-# Each option: how it serves one session's requests, the rates it is billed at, and the option that is today's
-# stock Agent at those rates (the baseline of every ratio).
-OPTIONS: dict[str, tuple[Callable[[Sequence[dict]], list[InputTokens]], tuple[str, ...], str]] = {
-    "as sent (OpenAI)": (openai_replay, ("gpt-4o", "gpt-5"), "as sent (OpenAI)"),
-    "folds reuse the chat prefix (OpenAI)": (
+# Each option: how it serves one session's requests, the rates it is billed at, and the option that is the stock
+# Agent's requests as sent at those rates (the baseline of every ratio).
+OPENAI_OPTIONS: dict[str, tuple[Callable[[Sequence[dict]], list[InputTokens]], tuple[str, ...], str]] = {
+    "as sent": (openai_replay, ("gpt-4o", "gpt-5"), "as sent"),
+    "folds reuse the chat prefix": (
         lambda records: openai_replay(folds_reusing_the_chat_prefix(records)),
         ("gpt-4o", "gpt-5"),
-        "as sent (OpenAI)",
+        "as sent",
     ),
-    "Anthropic, no breakpoints": (
-        lambda records: anthropic_replay(records, breakpoints=False),
-        ("anthropic",),
-        "Anthropic, no breakpoints",
-    ),
-    "Anthropic, breakpoints": (
-        lambda records: anthropic_replay(records, breakpoints=True),
-        ("anthropic",),
-        "Anthropic, no breakpoints",
-    ),
+}
+ANTHROPIC_OPTIONS: dict[str, tuple[Callable[[Sequence[dict]], list[InputTokens]], tuple[str, ...], str]] = {
+    name: (lambda records, marks=marks: anthropic_replay(records, marks), ("anthropic",), "no breakpoints")
+    for name, marks in (
+        ("no breakpoints", lambda body: body),
+        ("last block only", last_block),
+        ("LangChain's middleware", langchain_middleware),
+        ("LangChain's middleware + notes", langchain_middleware_and_notes),
+    )
 }
 
 
-def option_ratios(sessions: dict[str, Sequence[dict]], stock: str) -> dict[tuple[str, str], dict[str, float]]:
-    """(option, rate) -> configuration -> billed input against today's stock Agent at that rate."""
+def option_ratios(
+    options: dict, sessions: dict[str, Sequence[dict]], stock: str
+) -> dict[tuple[str, str], dict[str, float]]:
+    """(option, rate) -> configuration -> billed input against the stock Agent's requests as sent at that rate."""
     served = {
         (option, name): replay(records)
-        for option, (replay, *_rest) in OPTIONS.items()
+        for option, (replay, *_rest) in options.items()
         for name, records in sessions.items()
     }
     ratios = {}
-    for option, (_replay, rates, baseline) in OPTIONS.items():
+    for option, (_replay, rates, baseline) in options.items():
         for rate in rates:
             today = billed(served[(baseline, stock)], rate)
             ratios[(option, rate)] = {name: billed(served[(option, name)], rate) / today for name in sessions}
@@ -141,17 +201,3 @@ def _batch_lines(record: dict) -> list[str]:
     text = content_text(record["body"]["messages"][-1].get("content"))
     transcript = text.split("Next messages:", 1)[-1]
     return [line for line in transcript.splitlines() if line.startswith(("User:", "Machine:"))]
-
-
-def _blocks(body: dict, *, breakpoints: bool) -> list[Block]:
-    """Tools, system prompt and messages as blocks; breakpoints after the system prompt, after the notes and on
-    the last message (at most 4)."""
-    messages = body["messages"]
-    blocks = [Block(content=json.dumps(body.get("tools"), sort_keys=True), tokens=tool_tokens(body))]
-    last = len(messages) - 1
-    for index, message in enumerate(messages):
-        text = content_text(message.get("content"))
-        marked = breakpoints and (message.get("role") == "system" or text.startswith(NOTES_OPENING) or index == last)
-        fields = json.dumps({name: value for name, value in message.items() if name != "content"}, sort_keys=True)
-        blocks.append(Block(content=(fields, text), tokens=estimate_prompt_tokens([message]), cache_control=marked))
-    return blocks

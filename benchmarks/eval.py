@@ -17,7 +17,10 @@ the model: it answers only from facts in the request, and searches when it finds
 also reports the cached prompt tokens OpenAI's documented caching would give each request
 (``langflow_session_memory/testing/prompt_cache.py``), from which the input is billed at
 gpt-4o's, gpt-4.1's and gpt-5's cached-input rates; every configuration starts with an empty
-cache. ``--model NAME`` (``make eval MODEL=gpt-4o-mini``) uses a real OpenAI-compatible model
+cache. The stock Agent and the switch on with search then run again on Langflow's Anthropic
+provider, against the same server's Messages API, which caches by Anthropic's rules at the
+breakpoints a request marks and reports what it read and wrote (``--provider`` picks one
+provider). ``--model NAME`` (``make eval MODEL=gpt-4o-mini``) uses a real OpenAI-compatible model
 with the usual ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``; tokens are then the usage Langflow
 stores, which holds no cached tokens, so nothing is billed.
 """
@@ -60,6 +63,8 @@ TOKEN_TARGET = 0.5
 BILLED_TARGETS = {"gpt-5": 0.15, "gpt-4o": 0.45}
 BILLED_RATES = ("gpt-4o", "gpt-4.1", "gpt-5")
 REQUEST_KINDS = ("chat requests", "search follow-ups", "fold calls")
+ANTHROPIC_MODEL = "claude-sonnet-4-5-20250929"  # Langflow's Anthropic list; caches prefixes from 1,024 tokens
+PROVIDERS = ("openai", "anthropic")
 # Langflow 1.13 stores input, output and total tokens with an answer (lfx.schema.properties.Usage), no cached ones.
 NO_CACHED_TOKENS = "not available (Langflow stores no cached tokens: `lfx.schema.properties.Usage`)"
 
@@ -192,6 +197,8 @@ CONFIGURATIONS = (
     Configuration("switch on, N=10, search off", 10, session_memory=True),
     Configuration("switch on, N=10, search on", 10, session_memory=True, search=True),
 )
+# On Anthropic, only the cost differs (the server answers alike): the stock Agent and the switch on with search.
+ANTHROPIC_CONFIGURATIONS = (CONFIGURATIONS[0], CONFIGURATIONS[2])
 
 
 @dataclass
@@ -209,6 +216,7 @@ class Result:
     token_parts: Counter = field(default_factory=Counter)  # bundled server only: see ``TOKEN_PARTS``
     request_tokens: Counter = field(default_factory=Counter)  # bundled server only: input per ``REQUEST_KINDS``
     cached_tokens: Counter = field(default_factory=Counter)  # bundled server only: cached per ``REQUEST_KINDS``
+    written_tokens: Counter = field(default_factory=Counter)  # Anthropic route only: written per ``REQUEST_KINDS``
     requests: list[dict] = field(default_factory=list)  # bundled server only: every request served, in order
 
     @property
@@ -232,10 +240,15 @@ class Result:
     def cached_share(self) -> float:
         return self.cached_tokens.total() / self.input_tokens if self.input_tokens else 0.0
 
+    @property
+    def served(self) -> InputTokens:
+        """The session's input by how it was served: read from the cache, written to it, neither."""
+        read, written = self.cached_tokens.total(), self.written_tokens.total()
+        return InputTokens(uncached=self.input_tokens - read - written, cache_read=read, cache_write=written)
+
     def billed(self, rate: str) -> float:
         """The session's input billed at ``rate`` (``RATES``), in uncached-token equivalents."""
-        cached = self.cached_tokens.total()
-        return billed_input(InputTokens(uncached=self.input_tokens - cached, cache_read=cached), RATES[rate])
+        return billed_input(self.served, RATES[rate])
 
 
 TOKEN_PARTS = ("system prompt", "history and question", "tool definitions", "search follow-ups", "fold calls")
@@ -263,13 +276,18 @@ def request_kind(record: dict) -> str:
     return "search follow-ups" if messages and messages[-1].get("role") == "tool" else "chat requests"
 
 
-def request_cache(record: dict) -> tuple[int, int]:
-    """A request's input tokens (``request_token_parts``) and those served from the prompt cache: the server's
-    ``cached_tokens``, plus the tool definitions when there is a hit, since they come first in the prefix and
-    the server counts no tokens for them."""
+def request_cache(record: dict) -> InputTokens:
+    """A request's input tokens by how they were served. On the OpenAI route: ``request_token_parts`` and, read
+    from the cache, the server's ``cached_tokens`` plus the tool definitions when there is a hit, since they come
+    first in the prefix and the server counts no tokens for them. On the Anthropic route: as the server reported
+    them (tools included, read and written apart)."""
+    if record["api"] == "anthropic":
+        read, written = record["cached_tokens"], record["cache_write_tokens"]
+        return InputTokens(uncached=record["prompt_tokens"] - read - written, cache_read=read, cache_write=written)
     tools = request_token_parts(record)["tool definitions"]
     cached = record["cached_tokens"]
-    return record["prompt_tokens"] + tools, cached + tools if cached else 0
+    read = cached + tools if cached else 0
+    return InputTokens(uncached=record["prompt_tokens"] + tools - read, cache_read=read)
 
 
 def run_configuration(
@@ -298,14 +316,14 @@ def run_configuration(
             seen += len(records)
             served = [r for r in records if r["status"] == 200]
             result.requests += served
-            parts = sum((request_token_parts(r) for r in served), Counter())
-            result.token_parts.update(parts)
-            tokens = parts.total()
-            caches = [(request_kind(r), *request_cache(r)) for r in served]
-            for kind, request_input, cached in caches:
-                result.request_tokens[kind] += request_input
-                result.cached_tokens[kind] += cached
-            result.turn_cached_tokens.append(sum(cached for *_, cached in caches))
+            result.token_parts.update(sum((request_token_parts(r) for r in served), Counter()))
+            caches = [(request_kind(r), request_cache(r)) for r in served]
+            for kind, tokens_served in caches:
+                result.request_tokens[kind] += tokens_served.total
+                result.cached_tokens[kind] += tokens_served.cache_read
+                result.written_tokens[kind] += tokens_served.cache_write
+            tokens = sum(tokens_served.total for _, tokens_served in caches)
+            result.turn_cached_tokens.append(sum(tokens_served.cache_read for _, tokens_served in caches))
             result.searches += sum(r["tool_query"] is not None for r in records)
         else:
             tokens = int(usage.get("input_tokens") or 0)
@@ -440,7 +458,7 @@ def cache_notes(results: list[Result]) -> str:
     )
 
 
-def headline(results: list[Result], *, cached: bool) -> str:
+def headline(results: list[Result], *, cached: bool, anthropic: list[Result] | None = None) -> str:
     stock, summary_only, search = results
     billed = (
         f" Billed input at gpt-5's rate: {billed_ratio(search, stock, 'gpt-5'):.2f}x of the stock Agent "
@@ -455,6 +473,15 @@ def headline(results: list[Result], *, cached: bool) -> str:
         f"{stock.correct} for the stock Agent at N=100 and {summary_only.correct} with the summary alone, sending "
         f"{search.input_tokens / stock.input_tokens:.0%} of the stock Agent's input tokens over the session "
         f"({search.folds} fold and {search.searches} search calls included).{billed}"
+        f"{anthropic_headline(anthropic) if anthropic else ''}"
+    )
+
+
+def anthropic_headline(results: list[Result]) -> str:
+    stock, search = results
+    return (
+        f" On Anthropic, where the switch marks cache breakpoints and Langflow's stock Agent marks none: "
+        f"{billed_ratio(search, stock, 'anthropic'):.2f}x its billed input."
     )
 
 
@@ -506,7 +533,9 @@ def misses(result: Result, limit: int = 10) -> list[str]:
     return lines
 
 
-def document(results: list[Result], *, size: Size, model: str, seconds: float) -> str:
+def document(
+    results: list[Result], *, size: Size, model: str, seconds: float, anthropic: list[Result] | None = None
+) -> str:
     turns, questions = script(size)
     cached = not model
     source = (
@@ -527,11 +556,12 @@ def document(results: list[Result], *, size: Size, model: str, seconds: float) -
         [
             "# Recall eval: 40 facts across 285 turns" if size == FULL else "# Recall eval (reduced size)",
             "",
-            f"**{headline(results, cached=cached)}**",
+            f"**{headline(results, cached=cached, anthropic=anthropic)}**",
             "",
             "Produced by `make eval` (`python -m benchmarks.eval`); `make eval QUICK=1` runs a reduced version in a "
             "few minutes; `make eval MODEL=gpt-4o-mini` (with `OPENAI_API_KEY`, and `OPENAI_BASE_URL` for another "
-            "OpenAI-compatible server) runs it against a real model.",
+            "OpenAI-compatible server) runs it against a real model; `EVAL_ARGS=--no-anthropic` leaves out the run "
+            "on Anthropic's API ([On Anthropic](#on-anthropic-cache-breakpoints-marked-by-the-switch)).",
             "",
             "The real Langflow app runs in-process (`TestClient(create_app())`, `/api/v1/run`) on a fresh SQLite "
             f"database, one session per configuration. Each session: {size.filler_turns} filler turns ({size.logs} "
@@ -573,7 +603,7 @@ def document(results: list[Result], *, size: Size, model: str, seconds: float) -
                     "",
                     "## Past the ceiling: other request shapes, simulated",
                     "",
-                    options_table(results),
+                    options_table(results, cache_options.OPENAI_OPTIONS),
                     "",
                     OPTIONS_NOTE,
                     "",
@@ -581,6 +611,7 @@ def document(results: list[Result], *, size: Size, model: str, seconds: float) -
                 if cached
                 else []
             ),
+            *(anthropic_section(anthropic) if anthropic else []),
             *(["## Wrong answers with search on", "", *misses(results[-1]), ""] if misses(results[-1]) else []),
             *([STALE_NOTE, ""] if not model and stale_answers(results[-1]) else []),
             f"The whole run took {seconds:.0f} s.",
@@ -591,18 +622,65 @@ def document(results: list[Result], *, size: Size, model: str, seconds: float) -
 
 OPTIONS_NOTE = (
     "Each session's requests replayed through the same simulator in other shapes (`benchmarks/cache_options.py`), "
-    "against today's stock Agent at the same rate (for Anthropic: Langflow sets no `cache_control`, so nothing "
-    "is cached today). *Folds reuse the chat prefix*: a fold request is the session's previous chat request, the "
-    "answer after it and the fold instructions at the end, so it reads the chat's cached prefix, but it is larger "
-    "(the Agent's system prompt and tools come with it). *Breakpoints*: `cache_control` after the system prompt, "
-    "after the notes and on the last message (Claude Sonnet 4.5's 1,024-token minimum; writes at 1.25x)."
+    "against the stock Agent's requests as sent at the same rate. *Folds reuse the chat prefix*: a fold request is "
+    "the session's previous chat request, the answer after it and the fold instructions at the end, so it reads "
+    "the chat's cached prefix, but it is larger (the Agent's system prompt and tools come with it)."
+)
+ANTHROPIC_NOTE = (
+    f"The stock Agent and the switch on with search, on Langflow's Anthropic provider (`{ANTHROPIC_MODEL}`), "
+    "against the bundled server's Messages API (`langflow_session_memory/testing/fake_anthropic.py`): it answers "
+    "by the same rules, caches by Anthropic's documented rules (only at the breakpoints a request marks with "
+    "`cache_control`, at most 4; prefixes from the model's 1,024-token minimum; a 20-block lookback; 5 minutes "
+    "after the last use) and reports `cache_read_input_tokens` and `cache_creation_input_tokens` as Anthropic does. "
+    "Langflow's stock Agent marks no breakpoint, so nothing is cached and every token is billed in full; with the "
+    "switch on, the Agent marks the last tool definition, the system prompt, the notes and (top-level "
+    "`cache_control`) the request's last block (`services/session_memory/prompt_caching.py`). Billed input is "
+    "uncached tokens + 0.1 x tokens read + 1.25 x tokens written (Anthropic's 5-minute cache, every model). "
+    "Tokens here count the tool definitions as the server does, so they differ slightly from the table above."
+)
+ANTHROPIC_OPTIONS_NOTE = (
+    "The same Anthropic sessions replayed with other breakpoints (`benchmarks/cache_options.py`): fold requests "
+    "never carry one. *Last block only*: the top-level `cache_control` (Anthropic's automatic caching) alone. "
+    "*LangChain's middleware*: what `AnthropicPromptCachingMiddleware` marks (the last tool, the system prompt, the "
+    "last block). *+ notes*: and the notes message, what the switch sends; its replay gives the figures the server "
+    "reported. A breakpoint on a prefix that the next request no longer shares is written at 1.25x and never read."
 )
 
 
-def options_table(results: list[Result]) -> str:
-    """Billed input against today's stock Agent, per option and rate (``benchmarks.cache_options``)."""
+def anthropic_section(results: list[Result]) -> list[str]:
+    stock = results[0]
+    lines = [
+        "| configuration | recall | input tokens, session | read from cache | written to cache | "
+        "billed input vs stock | fold calls | search calls | turn s, median | turn s, p95 |",
+        "| --- |" + " ---: |" * 9,
+    ]
+    for r in results:
+        served = r.served
+        lines.append(
+            f"| {r.configuration.label} | {r.correct}/{len(r.answers)} ({r.accuracy:.0%}) | {r.input_tokens:,} | "
+            f"{served.cache_read:,} ({served.cache_read / r.input_tokens:.0%}) | "
+            f"{served.cache_write:,} ({served.cache_write / r.input_tokens:.0%}) | "
+            f"{billed_ratio(r, stock, 'anthropic'):.2f}x | {r.folds} | {r.searches} | "
+            f"{statistics.median(r.turn_seconds):.2f} | {percentile(r.turn_seconds, 0.95):.2f} |"
+        )
+    return [
+        "## On Anthropic: cache breakpoints marked by the switch",
+        "",
+        *lines,
+        "",
+        ANTHROPIC_NOTE,
+        "",
+        options_table(results, cache_options.ANTHROPIC_OPTIONS),
+        "",
+        ANTHROPIC_OPTIONS_NOTE,
+        "",
+    ]
+
+
+def options_table(results: list[Result], options: dict) -> str:
+    """Billed input against the stock Agent's requests as sent, per option and rate (``benchmarks.cache_options``)."""
     ratios = cache_options.option_ratios(
-        {r.configuration.label: r.requests for r in results}, results[0].configuration.label
+        options, {r.configuration.label: r.requests for r in results}, results[0].configuration.label
     )
     header = "| option | rate | " + " | ".join(r.configuration.label for r in results) + " |"
     lines = [header, "| --- | --- |" + " ---: |" * len(results)]
@@ -667,6 +745,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--agent-max-tokens", type=int, help="the Agent's Max Tokens (a slow local model: e.g. 64)")
     parser.add_argument("--context-window", type=int, help="the model's context window, declared on the Agent")
     parser.add_argument("--docs", type=Path, default=DOCS, help=f"where {REPORT} and {FIGURE} go")
+    parser.add_argument(
+        "--no-anthropic", action="store_true", help="skip the run on Anthropic's API (always skipped with --model)"
+    )
     arguments = parser.parse_args(argv)
     base = QUICK if arguments.quick else FULL
     size = Size(
@@ -686,23 +767,30 @@ def main(argv: list[str] | None = None) -> None:
         app = stack.enter_context(
             langflow_app(f"sqlite:///{folder / 'langflow.db'}", model_base_url=server.base_url if server else None)
         )
-        model = arguments.model or "gpt-4o-mini"
-        flows = {
-            memory: app.create_flow(model, session_memory=memory, agent_inputs=agent_inputs(arguments))
-            for memory in (False, True)
-        }
-        results = []
-        for configuration in CONFIGURATIONS:
-            print(f"running {configuration.label} ...", flush=True)  # noqa: T201
-            results.append(run_configuration(app, server, flows[configuration.session_memory], configuration, size))
+        runs = [(arguments.model or "gpt-4o-mini", "OpenAI", CONFIGURATIONS)]
+        if server and not arguments.no_anthropic:
+            runs.append((ANTHROPIC_MODEL, "Anthropic", ANTHROPIC_CONFIGURATIONS))
+        results, anthropic = [], []
+        for model, provider, configurations in runs:
+            flows = {
+                memory: app.create_flow(
+                    model, session_memory=memory, agent_inputs=agent_inputs(arguments), provider=provider
+                )
+                for memory in (False, True)
+            }
+            for configuration in configurations:
+                print(f"running {configuration.label} on {provider} ...", flush=True)  # noqa: T201
+                result = run_configuration(app, server, flows[configuration.session_memory], configuration, size)
+                (anthropic if provider == "Anthropic" else results).append(result)
     seconds = time.perf_counter() - started
     cached = server is not None
     print(table(results, cached=cached))  # noqa: T201
     arguments.docs.mkdir(parents=True, exist_ok=True)
     plot(results, arguments.docs / FIGURE, cached=cached)
     target = arguments.docs / REPORT
-    target.write_text(document(results, size=size, model=arguments.model or "", seconds=seconds), encoding="utf-8")
-    print(f"\n{headline(results, cached=cached)}\nwrote {target} in {seconds:.0f} s")  # noqa: T201
+    report = document(results, size=size, model=arguments.model or "", seconds=seconds, anthropic=anthropic)
+    target.write_text(report, encoding="utf-8")
+    print(f"\n{headline(results, cached=cached, anthropic=anthropic)}\nwrote {target} in {seconds:.0f} s")  # noqa: T201
 
 
 if __name__ == "__main__":

@@ -61,24 +61,51 @@ def test_billed_input_is_reported_against_the_stock_agent_at_each_rate(docs):
     assert "fold calls: from cache" in markdown  # folds' cache hits apart from the chat's
 
 
-def test_other_request_shapes_are_simulated_against_today_s_stock_agent(docs):
+def section_rows(markdown: str, heading: str) -> list[list[str]]:
+    """The cells of every table row in the section under ``heading``, header and rule rows left out."""
+    section = markdown.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith(("| option", "| configuration", "| ---"))
+    ]
+
+
+def test_other_request_shapes_are_simulated_against_the_stock_agent_as_sent(docs):
     markdown = (docs / "eval.md").read_text()
-    options = {
-        (cells[0], cells[1]): cells[2:]
-        for line in markdown.split("## Past the ceiling", 1)[1].splitlines()
-        if line.startswith("| ") and not line.startswith(("| option", "| ---"))
-        for cells in [[c.strip() for c in line.strip("|").split("|")]]
-    }
+    options = {(cells[0], cells[1]): cells[2:] for cells in section_rows(markdown, "Past the ceiling")}
     assert set(options) == {
-        ("as sent (OpenAI)", "gpt-4o"),
-        ("as sent (OpenAI)", "gpt-5"),
-        ("folds reuse the chat prefix (OpenAI)", "gpt-4o"),
-        ("folds reuse the chat prefix (OpenAI)", "gpt-5"),
-        ("Anthropic, no breakpoints", "anthropic"),
-        ("Anthropic, breakpoints", "anthropic"),
+        ("as sent", "gpt-4o"),
+        ("as sent", "gpt-5"),
+        ("folds reuse the chat prefix", "gpt-4o"),
+        ("folds reuse the chat prefix", "gpt-5"),
     }
-    assert options[("as sent (OpenAI)", "gpt-5")][0] == options[("Anthropic, no breakpoints", "anthropic")][0]
-    assert options[("as sent (OpenAI)", "gpt-5")][0] == "1.000x"  # the stock Agent against itself
+    assert options[("as sent", "gpt-5")][0] == "1.000x"  # the stock Agent against itself
     # the replay of the requests as sent gives the figure the server's own cached tokens gave
     search_on = float(rows(markdown)[SEARCH_ON]["billed input vs stock, gpt-5"].removesuffix("x"))
-    assert abs(float(options[("as sent (OpenAI)", "gpt-5")][2].removesuffix("x")) - search_on) < 0.01
+    assert abs(float(options[("as sent", "gpt-5")][2].removesuffix("x")) - search_on) < 0.01
+
+
+def test_on_anthropic_the_stock_agent_caches_nothing_and_the_switch_s_breakpoints_are_read(docs):
+    markdown = (docs / "eval.md").read_text()
+    cells = section_rows(markdown, "On Anthropic")
+    (stock, search_on), options = cells[:2], cells[2:]
+    assert (stock[0], search_on[0]) == (STOCK, SEARCH_ON)
+    assert stock[3:6] == ["0 (0%)", "0 (0%)", "1.00x"]  # nothing read, nothing written, the baseline
+    assert int(search_on[3].split(" ", 1)[0].replace(",", "")) > 0
+    replayed = {cells[0]: cells[2:] for cells in options}
+    assert set(replayed) == {
+        "no breakpoints",
+        "last block only",
+        "LangChain's middleware",
+        "LangChain's middleware + notes",
+    }
+    assert replayed["no breakpoints"][0] == "1.000x"
+    # the replay with the switch's own breakpoints gives the figure the server reported
+    assert (
+        abs(
+            float(replayed["LangChain's middleware + notes"][1].removesuffix("x"))
+            - float(search_on[5].removesuffix("x"))
+        )
+        < 0.01
+    )
