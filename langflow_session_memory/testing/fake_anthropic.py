@@ -14,9 +14,9 @@ What Anthropic does, as its API reference and prompt-caching guide say (``ANTHRO
   whose content is a string or blocks (``text``, ``tool_use``, ``tool_result``); consecutive turns of one role
   are combined. ``max_tokens`` is required.
 * Refused with 400 ``invalid_request_error`` (its wording): no ``max_tokens`` ("max_tokens: Field required"),
-  no message ("messages: at least one message is required"), another role, a message without content but a
-  final assistant one ("all messages must have non-empty content except for the optional final assistant
-  message"), an empty text block ("text content blocks must be non-empty"), a ``tool_result`` without its
+  no message ("messages: at least one message is required"), another role, a message without content other
+  than a final assistant one ("all messages must have non-empty content except for the optional final
+  assistant message"), an empty text block ("text content blocks must be non-empty"), a ``tool_result`` without its
   ``tool_use`` in the message before, a ``tool_use`` without its ``tool_result`` in the message after, more
   than 4 ``cache_control`` breakpoints, and a prompt over the context window ("prompt is too long: N tokens >
   M maximum", which LangChain raises as ``ContextOverflowError``).

@@ -25,6 +25,7 @@ from tests.claude import SONNET, claude, search_earlier_messages
 
 NOTES = notes_text("Key facts:\n- The project is PRJ-123 on the EU cluster.\nConversation so far:\n- greetings")
 SYSTEM_PROMPT = "You are a helpful assistant. " * 250  # about 1,750 tokens: over Sonnet's 1,024-token minimum
+UNSERVED_CLAUDE = ChatAnthropic(model=SONNET, api_key="sk-ant-test")  # for requests that never reach a server
 
 
 async def ask(claude_server, messages, notes: str | None = NOTES) -> dict:
@@ -45,7 +46,7 @@ async def ask(claude_server, messages, notes: str | None = NOTES) -> dict:
 
 def test_only_a_claude_model_gets_breakpoints():
     assert cache_breakpoints(ChatOpenAI(model="gpt-4o-mini", api_key="sk-test"), lambda: NOTES) == []
-    assert len(cache_breakpoints(ChatAnthropic(model=SONNET, api_key="sk-ant-test"), lambda: NOTES)) == 2
+    assert len(cache_breakpoints(UNSERVED_CLAUDE, lambda: NOTES)) == 2
 
 
 async def test_claude_gets_the_tools_the_system_prompt_the_notes_and_the_last_block_marked(claude_server):
@@ -97,7 +98,7 @@ def request_with(marks: int, *, notes: bool) -> ModelRequest:
         HumanMessage([{"type": "text", "text": f"document {i}", "cache_control": CACHE_CONTROL}]) for i in range(marks)
     ]
     messages = [*earlier, *([HumanMessage(NOTES)] if notes else []), HumanMessage("question")]
-    return ModelRequest(model=ChatAnthropic(model=SONNET, api_key="sk-ant-test"), messages=messages)
+    return ModelRequest(model=UNSERVED_CLAUDE, messages=messages)
 
 
 @given(marks=st.integers(0, 6), notes=st.booleans(), system=st.booleans(), settings=st.booleans())
