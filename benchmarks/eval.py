@@ -19,8 +19,8 @@ also reports the cached prompt tokens OpenAI's documented caching would give eac
 gpt-4o's, gpt-4.1's and gpt-5's cached-input rates; every configuration starts with an empty
 cache. The stock Agent and the switch on with search then run again on Langflow's Anthropic
 provider, against the same server's Messages API, which caches by Anthropic's rules at the
-breakpoints a request marks and reports what it read and wrote (``--provider`` picks one
-provider). ``--model NAME`` (``make eval MODEL=gpt-4o-mini``) uses a real OpenAI-compatible model
+breakpoints a request marks and reports what it read and wrote (``--no-anthropic`` leaves that
+run out). ``--model NAME`` (``make eval MODEL=gpt-4o-mini``) uses a real OpenAI-compatible model
 with the usual ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``; tokens are then the usage Langflow
 stores, which holds no cached tokens, so nothing is billed.
 """
@@ -64,7 +64,6 @@ BILLED_TARGETS = {"gpt-5": 0.15, "gpt-4o": 0.45}
 BILLED_RATES = ("gpt-4o", "gpt-4.1", "gpt-5")
 REQUEST_KINDS = ("chat requests", "search follow-ups", "fold calls")
 ANTHROPIC_MODEL = "claude-sonnet-4-5-20250929"  # Langflow's Anthropic list; caches prefixes from 1,024 tokens
-PROVIDERS = ("openai", "anthropic")
 # Langflow 1.13 stores input, output and total tokens with an answer (lfx.schema.properties.Usage), no cached ones.
 NO_CACHED_TOKENS = "not available (Langflow stores no cached tokens: `lfx.schema.properties.Usage`)"
 
