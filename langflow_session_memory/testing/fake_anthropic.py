@@ -253,7 +253,7 @@ def events(base: dict, blocks: list[dict], stop_reason: str, answer_usage: dict)
     def event(kind: str, **data: Any) -> str:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
 
-    opening = {**message(base, [], None, {**answer_usage, "output_tokens": 1}), "stop_reason": None}
+    opening = message(base, [], None, {**answer_usage, "output_tokens": 1})
     sent = [event("message_start", message=opening), event("ping")]
     for index, block in enumerate(blocks):
         if block["type"] == "tool_use":
