@@ -4,7 +4,7 @@ import signal
 import sys
 from pathlib import Path
 
-from langflow_session_memory.services.session_memory.settings import CANCEL_FOLDS_VARIABLE
+from langflow_session_memory.services.session_memory.settings import WAIT_FOR_FOLDS_VARIABLE
 
 
 def langflow_environment(
@@ -37,8 +37,8 @@ def langflow_environment(
         }
     if plays_hosted:
         # The bundled server plays a hosted provider (OpenAI) from a loopback address, where a
-        # self-hosted server would be: its folds run on when a new turn comes, as OpenAI's would.
-        environment[CANCEL_FOLDS_VARIABLE] = "never"
+        # self-hosted server would be: no turn waits for a fold, as on OpenAI.
+        environment[WAIT_FOR_FOLDS_VARIABLE] = "never"
     return environment
 
 

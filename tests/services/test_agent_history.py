@@ -197,3 +197,15 @@ async def test_the_turn_reports_the_input_written_to_the_provider_s_cache_as_lan
 
     assert " cached_input_tokens=0 cache_write_input_tokens=2030 " in line
     assert facts["cache_write_input_tokens"] == 2030
+
+
+def test_a_server_is_one_server_with_or_without_a_trailing_slash():
+    """Langflow's OpenAI provider passes ``.../v1``; a model built with no base URL has the client's ``.../v1/``
+    from ``OPENAI_BASE_URL``: the turn must still see the fold runs on its own server (and wait for it)."""
+    from langchain_openai import ChatOpenAI
+
+    given = ChatOpenAI(model="gpt-4o-mini", base_url="http://127.0.0.2:8765/v1", api_key="sk-local")
+    from_client = ChatOpenAI(model="gpt-4o-mini", api_key="sk-local")
+    from_client.root_client.base_url = "http://127.0.0.2:8765/v1/"
+
+    assert agent_turn.model_url(given) == agent_turn.model_url(from_client) == "http://127.0.0.2:8765/v1"

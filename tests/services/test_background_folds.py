@@ -122,27 +122,60 @@ async def test_shutdown_cancels_a_fold_in_flight_and_releases_its_claim(service,
     )
 
 
-async def test_a_new_turn_cancels_its_session_s_fold_in_flight_and_is_answered_first(
+class GatedModel(ScriptedChatModel):
+    """Folds once the test opens the gate: still folding when the next turn comes."""
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        await self.gate.wait()
+        return self._generate(messages)
+
+    @property
+    def gate(self) -> asyncio.Event:
+        return self.__dict__.setdefault("_gate", asyncio.Event())
+
+
+LOCAL_SERVER = "http://127.0.0.1:8080/v1"  # llama.cpp on this machine
+
+
+async def test_on_a_self_hosted_server_a_new_turn_waits_for_the_fold_there_and_sends_its_notes(
     service, sessions, key, captured_logs
 ):
     rows, turn = await seed(sessions, key, 20 + WINDOW)
-    stuck = StuckModel()
+    folding = GatedModel()
     service.background.open()
-    other = type(key)(key.flow_id, key.owner_id, "another session")
-    gate = asyncio.Event()
-    assert service.background.start(other, gate.wait)
-    assert service.background.start(key, lambda: service.fold_after_turn(turn, stuck))
-    await asyncio.wait_for(stuck.reached.wait(), timeout=10)
+    assert service.background.start(key, lambda: service.fold_after_turn(turn, folding), server=LOCAL_SERVER)
+    elsewhere = type(key)(key.flow_id, key.owner_id, "another session")
+    other_server = asyncio.Event()
+    assert service.background.start(elsewhere, other_server.wait, server="http://10.0.0.5:8000/v1")
+    asyncio.get_running_loop().call_later(0.3, folding.gate.set)
 
-    new_turn = Turn(key, WINDOW, rows[-1].id, cancels_background_fold=True)  # a self-hosted model server
+    new_turn = Turn(key, WINDOW, rows[-1].id, model_server=LOCAL_SERVER, waits_for_folds=True)
     history = await service.build_history(new_turn, ScriptedChatModel())
 
-    state = await row(sessions, key)
-    assert (state.fold_claimed_until, state.version, state.paused_until) == (None, 0, None)  # claim back, no pause
-    assert history.fold_due  # the answer makes the fold due again
-    assert service.background.running() == 1  # another session's fold goes on
-    assert any(log["event"].startswith("session_summary_fold_cancelled reason=new_turn") for log in captured_logs)
-    gate.set()
+    assert (await row(sessions, key)).folded_count == 20  # the fold landed, none lost
+    assert history.summary  # and the turn sends the notes it wrote
+    assert not history.fold_due
+    assert service.background.running() == 1  # another server's fold was not waited for
+    [waited] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold_waited")]
+    assert " folds=1 still_running=0" in waited
+    other_server.set()
+    await service.background.close()
+
+
+async def test_a_turn_waits_no_longer_than_the_fold_timeout(service, sessions, key, captured_logs):
+    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    stuck = StuckModel()
+    service.background.open()
+    assert service.background.start(key, lambda: service.fold_after_turn(turn, stuck), server=LOCAL_SERVER)
+    await asyncio.wait_for(stuck.reached.wait(), timeout=10)
+    service.fold_timeout = 0.3  # for the turn's wait; the fold in flight keeps its own
+
+    new_turn = Turn(key, WINDOW, rows[-1].id, model_server=LOCAL_SERVER, waits_for_folds=True)
+    history = await asyncio.wait_for(service.build_history(new_turn, ScriptedChatModel()), timeout=5)
+
+    assert history.summary == ""  # the fold has not landed: the gap is sent raw
+    assert texts(history)[-1] == rows[-2].text
+    assert any(" folds=1 still_running=1" in log["event"] for log in captured_logs)
     await service.background.close()
 
 
@@ -159,13 +192,14 @@ async def test_on_a_hosted_provider_a_new_turn_leaves_its_session_s_fold_running
     assert service.background.start(key, lambda: service.fold_after_turn(turn, SlowModel()))
     await asyncio.sleep(0.2)
 
-    await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())  # served at once
+    hosted = Turn(key, WINDOW, rows[-1].id, model_server="https://api.openai.com/v1", waits_for_folds=False)
+    await service.build_history(hosted, ScriptedChatModel())  # served at once
 
     assert service.background.running() == 1
     gate.set()
     await service.background.settled()
     assert (await row(sessions, key)).folded_count == 20  # the fold went on and landed
-    assert not any(log["event"].startswith("session_summary_fold_cancelled") for log in captured_logs)
+    assert not any(log["event"].startswith("session_summary_fold_waited") for log in captured_logs)
     await service.background.close()
 
 

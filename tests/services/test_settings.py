@@ -1,12 +1,13 @@
-"""Operator settings from the environment: the fold timeout, and which folds a new turn cancels."""
+"""Operator settings from the environment: the fold timeout, and where a new turn waits for folds."""
 
 import pytest
 
 from langflow_session_memory.services.session_memory.settings import (
-    CANCEL_FOLDS_VARIABLE,
     FOLD_TIMEOUT_VARIABLE,
+    RETIRED_CANCEL_VARIABLE,
+    WAIT_FOR_FOLDS_VARIABLE,
     fold_timeout_seconds,
-    new_turn_cancels_fold,
+    new_turn_waits_for_folds,
 )
 
 
@@ -42,22 +43,30 @@ def test_a_value_that_cannot_be_a_timeout_is_logged_and_the_default_holds(value,
         (None, False),  # the provider's own default endpoint
     ],
 )
-def test_a_new_turn_cancels_a_fold_only_on_a_self_hosted_server_by_default(url, self_hosted):
-    assert new_turn_cancels_fold(url, {}) is self_hosted
+def test_a_new_turn_waits_for_folds_only_on_a_self_hosted_server_by_default(url, self_hosted):
+    assert new_turn_waits_for_folds(url, {}) is self_hosted
 
 
-@pytest.mark.parametrize(("value", "cancels"), [("always", True), ("never", False), ("Never ", False)])
-def test_an_operator_decides_for_every_server(value, cancels):
-    assert new_turn_cancels_fold("https://api.openai.com/v1", {CANCEL_FOLDS_VARIABLE: value}) is cancels
-    assert new_turn_cancels_fold("http://127.0.0.1:11434", {CANCEL_FOLDS_VARIABLE: value}) is cancels
+@pytest.mark.parametrize(("value", "waits"), [("always", True), ("never", False), ("Never ", False)])
+def test_an_operator_decides_for_every_server(value, waits):
+    assert new_turn_waits_for_folds("https://api.openai.com/v1", {WAIT_FOR_FOLDS_VARIABLE: value}) is waits
+    assert new_turn_waits_for_folds("http://127.0.0.1:11434", {WAIT_FOR_FOLDS_VARIABLE: value}) is waits
+
+
+def ignored(captured_logs, variable: str) -> list[dict]:
+    return [
+        log for log in captured_logs if log["event"].startswith(f"session_memory_setting_ignored variable={variable}")
+    ]
 
 
 def test_an_unknown_choice_is_logged_once_and_the_default_holds(captured_logs):
     for _turn in range(3):
-        assert new_turn_cancels_fold("http://127.0.0.1:11434", {CANCEL_FOLDS_VARIABLE: "sometimes"}) is True
-    ignored = [
-        log
-        for log in captured_logs
-        if log["event"].startswith(f"session_memory_setting_ignored variable={CANCEL_FOLDS_VARIABLE}")
-    ]
-    assert len(ignored) == 1
+        assert new_turn_waits_for_folds("http://127.0.0.1:11434", {WAIT_FOR_FOLDS_VARIABLE: "sometimes"}) is True
+    assert len(ignored(captured_logs, WAIT_FOR_FOLDS_VARIABLE)) == 1
+
+
+def test_the_retired_cancel_setting_is_logged_once_and_changes_nothing(captured_logs):
+    for _turn in range(3):
+        assert new_turn_waits_for_folds("http://127.0.0.1:11434", {RETIRED_CANCEL_VARIABLE: "never"}) is True
+    [notice] = ignored(captured_logs, RETIRED_CANCEL_VARIABLE)
+    assert f"replacement={WAIT_FOR_FOLDS_VARIABLE}" in notice["event"]

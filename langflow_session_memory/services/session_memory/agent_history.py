@@ -23,6 +23,7 @@ from langflow_session_memory.services.session_memory.agent_turn import (
     configured_context_window,
     fold_model_of,
     memory_switched_on,
+    model_url,
     request_tokens,
     run_state,
     with_memory,
@@ -142,7 +143,7 @@ async def _fold_after_answer(component) -> None:
 
     async def fold(service, turn):
         if service.background.available():
-            service.background.start(turn.key, lambda: service.fold_after_turn(turn, llm))
+            service.background.start(turn.key, lambda: service.fold_after_turn(turn, llm), server=model_url(llm))
         else:
             await service.fold_after_turn(turn, llm)
 

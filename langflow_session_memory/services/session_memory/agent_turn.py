@@ -25,7 +25,7 @@ from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.services.session_memory.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.service import History
-from langflow_session_memory.services.session_memory.settings import new_turn_cancels_fold
+from langflow_session_memory.services.session_memory.settings import new_turn_waits_for_folds
 from langflow_session_memory.services.session_memory.summarizer import cache_write_input_tokens, cached_input_tokens
 from langflow_session_memory.services.session_memory.turn import Turn
 
@@ -160,6 +160,7 @@ def memory_turn(component) -> Turn | None:
     summary_model = summary_model_of(component)
     provider = None if summary_model else component._selected_model_remediation_context()[0]
     context_window = context_size.context_window(agent_model_of(component), configured_context_window(component))
+    server = model_url(agent_model_of(component))
     return Turn(
         key=key,
         n_messages=int(component.n_messages),
@@ -169,28 +170,23 @@ def memory_turn(component) -> Turn | None:
         provider=provider,
         fold_context_window=context_size.context_window(summary_model, None) if summary_model else context_window,
         tracing=tuple(tracing_callbacks(component)),
-        cancels_background_fold=_cancels_background_fold(component),
+        model_server=server,
+        waits_for_folds=new_turn_waits_for_folds(server),
     )
 
 
-def _cancels_background_fold(component) -> bool:
-    """Whether the fold would compete with this turn for a model server where cancelling it is the better deal.
-
-    Only a fold on the Agent's own server competes with the turn: a Summary Model served
-    elsewhere does not (docs/design.md, "The fold protocol").
-    """
-    fold_server = model_url(fold_model_of(component))
-    return fold_server == model_url(agent_model_of(component)) and new_turn_cancels_fold(fold_server)
-
-
 def model_url(llm) -> str | None:
-    """Where the model is served, as its LangChain class keeps it (None: the provider's own default)."""
+    """Where the model is served, as its LangChain class keeps it (None: the provider's own default).
+
+    Without a trailing slash: the OpenAI client keeps ``.../v1/`` where Langflow's provider
+    passes ``.../v1``, and both name one server.
+    """
     for name in ("openai_api_base", "base_url", "anthropic_api_url", "api_base", "endpoint_url"):
         value = getattr(llm, name, None)
         if isinstance(value, str) and value:
-            return value
+            return value.rstrip("/")
     client_url = getattr(getattr(llm, "root_client", None), "base_url", None)
-    return str(client_url) if client_url else None
+    return str(client_url).rstrip("/") if client_url else None
 
 
 def tracing_callbacks(component) -> list:

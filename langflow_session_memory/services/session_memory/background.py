@@ -1,13 +1,16 @@
 """Folds that run after an Agent's answer, on the event loop of the Langflow server that gave it.
 
 Tracked (a task the garbage collector cannot drop), one per session, a bounded number per
-process, cancelled on Langflow's shutdown (the plugin's lifespan opens and closes this).
+process, each with the model server it runs on, so that a turn on that server can wait for it
+(``settings.new_turn_waits_for_folds``); cancelled on Langflow's shutdown (the plugin's lifespan
+opens and closes this).
 Where no server loop is open (a one-shot ``lfx run``, a script) nothing runs here: the
 fold after the answer is awaited by the turn instead, by the same path. A fold cancelled mid-way releases its claim on
 the way out; a process that dies mid-fold leaves a claim that runs out by itself.
 """
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -26,6 +29,7 @@ class BackgroundFolds:
     limit: int = MAX_BACKGROUND_FOLDS
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _running: dict[SessionKey, asyncio.Task] = field(default_factory=dict, repr=False)
+    _servers: dict[SessionKey, str | None] = field(default_factory=dict, repr=False)
 
     def open(self) -> None:
         """Run folds on the current event loop from now on: the server's, for its whole life."""
@@ -46,10 +50,11 @@ class BackgroundFolds:
     def running(self) -> int:
         return len(self._running)
 
-    def start(self, key: SessionKey, fold: Callable[[], Awaitable[None]]) -> bool:
+    def start(self, key: SessionKey, fold: Callable[[], Awaitable[None]], server: str | None = None) -> bool:
         """Start ``fold`` for ``key`` unless one runs for it already or the process has ``limit`` running.
 
-        ``fold`` logs its own failure (``SessionMemoryService.fold_after_turn`` never raises).
+        ``fold`` logs its own failure (``SessionMemoryService.fold_after_turn`` never raises);
+        ``server`` is where its model is served (None: the provider's default endpoint).
 
         A fold not started is not lost: the session's next turn asks again, and its prompt
         holds the unfolded messages meanwhile (at most two batches; beyond that the turn
@@ -61,25 +66,28 @@ class BackgroundFolds:
             logger.info(f"session_summary_fold_deferred reason=busy running={len(self._running)}")
             return False
         task = asyncio.get_running_loop().create_task(fold(), name="session-memory-fold")
-        self._running[key] = task
-        task.add_done_callback(lambda _task: self._running.pop(key, None))
+        self._running[key], self._servers[key] = task, server
+        task.add_done_callback(lambda _task: (self._running.pop(key, None), self._servers.pop(key, None)))
         return True
 
-    async def cancel(self, key: SessionKey, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> bool:
-        """Cancel ``key``'s fold in flight, if any, and wait (bounded) until it has given back its claim.
+    async def wait_for_server(self, server: str | None, timeout_seconds: float) -> None:
+        """Wait (at most ``timeout_seconds``) for the folds running on ``server``: a turn about to use it.
 
-        A new turn of the session does this first: a model server that serves one request
-        at a time (llama.cpp on a laptop) then answers the user instead of finishing a fold
-        the user waits behind. The fold's stream closes, so the server stops writing it; the
-        turn's answer makes the fold due again.
+        On a server that serves one request at a time (llama.cpp, Ollama and LM Studio with one
+        slot), the turn's request would queue behind the fold anyway; sent beside it, it makes
+        llama.cpp's server cut the fold's stream, and the fold is lost. Waiting lets the fold
+        land, and the turn then reads the notes it wrote. A fold still running at the deadline
+        goes on; the turn does not wait longer.
         """
-        task = self._running.get(key)
-        if task is None or task.done() or not self.available():
-            return False
-        task.cancel()
-        await asyncio.wait([task], timeout=grace_seconds)
-        await logger.ainfo(f"session_summary_fold_cancelled reason=new_turn session_id={key.session_id!r}")
-        return True
+        tasks = [task for key, task in self._running.items() if self._servers.get(key) == server and not task.done()]
+        if not tasks or not self.available():
+            return
+        started = time.perf_counter()
+        _done, running = await asyncio.wait(tasks, timeout=timeout_seconds)
+        waited_ms = round((time.perf_counter() - started) * 1000)
+        await logger.ainfo(
+            f"session_summary_fold_waited waited_ms={waited_ms} folds={len(tasks)} still_running={len(running)}"
+        )
 
     async def settled(self) -> None:
         """Wait until no fold runs: for a caller that must see every fold's result (tests, benchmarks)."""

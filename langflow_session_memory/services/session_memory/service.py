@@ -78,12 +78,12 @@ class SessionMemoryService:
     async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
         """The history for ``turn``; folding at most once per turn, even when the Agent retries it.
 
-        A fold of this session still running after an earlier answer is cancelled first where
-        the turn says so (a self-hosted server: the user is answered before it, see
-        :meth:`BackgroundFolds.cancel`).
+        Where the turn says so (a self-hosted server), the folds still running on its model
+        server are awaited first, at most one fold timeout: the turn then sends the notes they
+        wrote (see :meth:`BackgroundFolds.wait_for_server`).
         """
-        if turn.n_messages > 0 and turn.cancels_background_fold:
-            await self.background.cancel(turn.key)
+        if turn.n_messages > 0 and turn.waits_for_folds:
+            await self.background.wait_for_server(turn.model_server, self.fold_timeout)
         return await self._build(turn, llm, Mode.ROUTINE)
 
     async def compact(self, turn: Turn, llm: BaseChatModel) -> History:

@@ -17,8 +17,10 @@ from langflow_session_memory.services.session_memory.summarizer import FOLD_TIME
 
 FOLD_TIMEOUT_VARIABLE = "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS"
 LONGEST_FOLD_TIMEOUT_SECONDS = 3600.0
-CANCEL_FOLDS_VARIABLE = "SESSION_MEMORY_NEW_TURN_CANCELS_FOLD"
-CANCEL_FOLDS_CHOICES = ("self-hosted", "always", "never")
+WAIT_FOR_FOLDS_VARIABLE = "SESSION_MEMORY_NEW_TURN_WAITS_FOR_FOLD"
+WAIT_FOR_FOLDS_CHOICES = ("self-hosted", "always", "never")
+# Replaced by WAIT_FOR_FOLDS_VARIABLE: cancelling a fold saved nothing on a one-slot server (new_turn_waits_for_folds).
+RETIRED_CANCEL_VARIABLE = "SESSION_MEMORY_NEW_TURN_CANCELS_FOLD"
 # Host names that only resolve on a local machine or a private network (Docker Compose service
 # names have no dot at all).
 _PRIVATE_NAME_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
@@ -45,32 +47,45 @@ def fold_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
     return seconds
 
 
-def new_turn_cancels_fold(model_url: str | None, environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether a new turn cancels its session's fold still running after an earlier answer, on this model server.
+def new_turn_waits_for_folds(model_url: str | None, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether a new turn waits for the folds still running on its model server before it reads its history.
 
-    ``self-hosted`` (the default): only where the fold runs on a server of the local machine
-    or a private network (llama.cpp, Ollama, LM Studio, vLLM), which often serves one request
-    at a time: the user is answered first, the fold runs again after that answer, and a
-    cancelled request costs nothing. A hosted provider serves both at once and bills a
-    cancelled request, so there the fold runs on. ``always`` and ``never`` decide for every server.
+    ``self-hosted`` (the default): only on a server of the local machine or a private network
+    (llama.cpp, Ollama, LM Studio, vLLM), which often serves one request at a time with one cached
+    prompt. There a request sent beside a fold queues behind it anyway, and llama.cpp's server
+    cuts the fold's stream once it waits (the fold is lost), while a cancelled fold keeps
+    evaluating its prompt and leaves the turn's cached prompt evicted: each next turn cancelled
+    the fold again, 30-42 s a turn instead of 2-3 (docs/real-model.md). Waiting lets the fold land
+    once, and the turn then sends the new notes. A hosted provider serves both at once, so there
+    no turn waits. ``always`` and ``never`` decide for every server.
     """
-    choice = _cancel_folds_choice(environ.get(CANCEL_FOLDS_VARIABLE, ""))
+    if environ.get(RETIRED_CANCEL_VARIABLE, "").strip():
+        _retired_setting_noticed()
+    choice = _wait_choice(environ.get(WAIT_FOR_FOLDS_VARIABLE, ""))
     if choice != "self-hosted":
         return choice == "always"
     return is_self_hosted(model_url)
 
 
 @functools.cache
-def _cancel_folds_choice(raw: str) -> str:
+def _wait_choice(raw: str) -> str:
     """The choice ``raw`` names; a value that names none is logged once (every turn reads the setting)."""
-    choice = raw.strip().lower() or CANCEL_FOLDS_CHOICES[0]
-    if choice in CANCEL_FOLDS_CHOICES:
+    choice = raw.strip().lower() or WAIT_FOR_FOLDS_CHOICES[0]
+    if choice in WAIT_FOR_FOLDS_CHOICES:
         return choice
     logger.warning(
-        f"session_memory_setting_ignored variable={CANCEL_FOLDS_VARIABLE} "
-        f"reason=not_one_of_{'|'.join(CANCEL_FOLDS_CHOICES)} default={CANCEL_FOLDS_CHOICES[0]}"
+        f"session_memory_setting_ignored variable={WAIT_FOR_FOLDS_VARIABLE} "
+        f"reason=not_one_of_{'|'.join(WAIT_FOR_FOLDS_CHOICES)} default={WAIT_FOR_FOLDS_CHOICES[0]}"
     )
-    return CANCEL_FOLDS_CHOICES[0]
+    return WAIT_FOR_FOLDS_CHOICES[0]
+
+
+@functools.cache
+def _retired_setting_noticed() -> None:
+    logger.warning(
+        f"session_memory_setting_ignored variable={RETIRED_CANCEL_VARIABLE} "
+        f"reason=retired_no_turn_cancels_a_fold replacement={WAIT_FOR_FOLDS_VARIABLE}"
+    )
 
 
 def is_self_hosted(url: str | None) -> bool:

@@ -7,8 +7,8 @@ any tracer Langflow's tracing service feeds) get it as a run of its own, tagged
 budget: the Agent's Max Tokens (often small) would cut the notes short. The answer is
 streamed and read here, never shown: reading stops at the budget, which also holds on
 servers that ignore the cap LangChain sends (llama-cpp-python ignores
-``max_completion_tokens``), and a fold cancelled mid-way closes its stream, so a server that
-serves one request at a time is free for the user's next turn at once.
+``max_completion_tokens``), and a fold cancelled mid-way (at Langflow's shutdown) closes its
+stream, so the server stops writing it.
 """
 
 import asyncio

@@ -23,9 +23,9 @@ class Turn:
     (the Agent's, or the Summary Model's). ``provider`` is the Langflow provider of the model
     that folds, for Langflow's remediation of refused parameters. ``tracing``: the Agent's
     tracing handlers (Langflow's tracing service), which see the turn's fold calls as runs.
-    ``cancels_background_fold``: the turn cancels its session's fold still running after an
-    earlier answer, which would compete with it for the model server
-    (:func:`settings.new_turn_cancels_fold`).
+    ``model_server``: where the Agent's model is served (None: the provider's default endpoint);
+    ``waits_for_folds``: the turn first waits for the folds running there, which would compete
+    with it for that server (:func:`settings.new_turn_waits_for_folds`).
     """
 
     key: SessionKey
@@ -36,7 +36,8 @@ class Turn:
     provider: str | None = None
     fold_context_window: int | None = None
     tracing: tuple = ()
-    cancels_background_fold: bool = False
+    model_server: str | None = None
+    waits_for_folds: bool = False
 
 
 class Mode(Enum):
