@@ -63,6 +63,14 @@ serves one request at a time, ends a streamed answer early (``[DONE]``, no finis
 waits, answers an overflowing request with its own 400 text, or, streamed, with an empty 200 stream, and reports
 no cached tokens (its usage has prompt, completion and total tokens only: ``llama_cpp/llama_types.py``).
 
+Its one slot keeps one cached prompt, as llama.cpp's does: the tokens of the last request and of its answer. A
+request evaluates only its tokens past the prefix it shares with them (``evaluated_tokens`` in the request log),
+so a request of another kind in between (a fold) makes the next turn evaluate its whole prompt again. With
+``prompt_tokens_per_s`` and ``output_tokens_per_s`` set, that evaluation and the answer take the time they would
+(Qwen2.5-Coder 1.5B on two cores: 67 and 10; docs/real-model.md), and the prompt's evaluation cannot be
+interrupted: a client that goes away during it leaves the slot busy until it ends (llama.cpp notices only at the
+next token), and its prompt is what the slot then holds.
+
 Knobs live in ``FakeModelConfig``; they can be changed on a running server with ``POST /_control`` (JSON body of
 fields) and read with ``GET /_control``. ``fail_only_summaries`` limits the faults (``fail_status``, ``timeout_s``,
 ``empty_output``, ``garbage_output``) to summarization requests so the chat path stays healthy.
@@ -159,6 +167,8 @@ class FakeModelConfig:
     verbose_notes: bool = False
     heading_style: str = "plain"
     prompt_cache_ttl_s: float = OPENAI_TTL_S
+    prompt_tokens_per_s: float | None = None
+    output_tokens_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -483,6 +493,7 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         cached_tokens: int | None = None,
         cache_write_tokens: int | None = None,
         wire: dict | None = None,
+        evaluated_tokens: int | None = None,
     ) -> None:
         """Log one request; ``cached_tokens`` is what its answer reported (None: an error, or a profile without).
 
@@ -501,6 +512,8 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             "cached_tokens": cached_tokens,
             "cache_write_tokens": cache_write_tokens,
         }
+        if evaluated_tokens is not None:
+            entry["evaluated_tokens"] = evaluated_tokens
         if wire is not None:
             entry["wire"] = wire
         app.state.records.append(entry)
@@ -569,7 +582,8 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         cap = next((body[name] for name in profile.cap_fields if body.get(name)), None)
 
         # A streamed answer spends its time inside the stream, as a model writes it token by token: a client
-        # that goes away frees a single-slot server at once. A non-streamed one spends it before answering.
+        # that goes away frees a single-slot server at the next token. A non-streamed one spends it before
+        # answering.
         delay = config.latency_s + (config.timeout_s if faults_apply else 0.0)
         if not stream:
             await asyncio.sleep(delay)
@@ -590,6 +604,9 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             await record(kind, body, failure, prompt_tokens, 0)
             return error_response(failure, f"Injected failure (HTTP {failure}).")
 
+        # A refused request never reaches the slot; an accepted one is evaluated into it (what it held is gone).
+        evaluated = slot.evaluate(slot_prompt(body.get("tools"), messages)) if release else None
+        prompt_seconds = _seconds(evaluated, config.prompt_tokens_per_s)
         reply = _reply(config, kind, messages, body.get("tools"), faults_apply)
         finish_reason = "stop"
         if cap is not None and not reply.tool_query and len(reply.content) > cap * 4:
@@ -611,10 +628,18 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             )
             cached_tokens = served.cache_read
             usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
-        await record(kind, body, 200, prompt_tokens, completion_tokens, reply.tool_query, cached_tokens)
+        await record(
+            kind, body, 200, prompt_tokens, completion_tokens, reply.tool_query, cached_tokens, evaluated_tokens=evaluated
+        )
+        # The answer as the next request sends it back: a chat template ends this prompt with the assistant's
+        # header, and the model writes the text after it.
+        answered = _message_tokens({"role": "assistant", "content": reply.content}) if release else []
 
         base = {"id": f"chatcmpl-fake-{request_id}", "created": int(time.time()), "model": body.get("model", MODELS[0])}
+        output_seconds = _seconds(completion_tokens, config.output_tokens_per_s)
         if not stream:
+            await asyncio.sleep(prompt_seconds + output_seconds)
+            slot.cached += answered
             message = {"role": "assistant", "content": None if tool_calls else reply.content}
             if tool_calls:
                 message["tool_calls"] = tool_calls
@@ -622,9 +647,9 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             return {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
         include_usage = profile.usage_in_streams and bool((body.get("stream_options") or {}).get("include_usage"))
         chunks = _stream(base, reply.content, tool_calls, finish_reason, usage if include_usage else None)
-        return StreamingResponse(
-            _paced(chunks, delay, slot if release else None, release), media_type="text/event-stream"
-        )
+        pacing = _Pacing(prompt_seconds, delay + output_seconds, answered)
+        paced = _paced(chunks, pacing, slot if release else None, release)
+        return StreamingResponse(paced, media_type="text/event-stream")
 
     @app.post("/v1/messages")
     async def anthropic_messages(request: Request):
@@ -695,7 +720,7 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         if not stream:
             return fake_anthropic.message(*answer)
         return StreamingResponse(
-            _paced(fake_anthropic.events(*answer), delay, None, None), media_type="text/event-stream"
+            _paced(fake_anthropic.events(*answer), _Pacing(0.0, delay, []), None, None), media_type="text/event-stream"
         )
 
     return app
@@ -712,10 +737,38 @@ def _injected_failure(config: FakeModelConfig, faults_apply: bool) -> int | None
 
 @dataclass
 class _Slot:
-    """The one request a single-slot server serves at a time, and how many wait for it."""
+    """The one request a single-slot server serves at a time, how many wait for it, and its cached prompt."""
 
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     waiting: int = 0
+    cached: list[str] = dataclasses.field(default_factory=list)
+
+    def evaluate(self, prompt: list[str]) -> int:
+        """Take ``prompt`` into the slot; the number of its tokens past the prefix shared with what it held."""
+        shared = 0
+        for held, wanted in zip(self.cached, prompt, strict=False):
+            if held != wanted:
+                break
+            shared += 1
+        self.cached = list(prompt)
+        return len(prompt) - shared
+
+
+def slot_prompt(tools: list[dict] | None, messages: list[dict]) -> list[str]:
+    """A request as a one-slot server caches it, in the units of the profile's ``prompt_tokens``: each message's
+    framing (the first one's carries the tools, which chat templates render into the system prompt) and text
+    pieces (``count_pieces``)."""
+    return [
+        token
+        for index, message in enumerate(messages)
+        for token in _message_tokens(message, tools=tools if index == 0 else None)
+    ]
+
+
+def _message_tokens(message: dict, tools: list[dict] | None = None) -> list[str]:
+    fields = {name: value for name, value in message.items() if name != "content"}
+    opening = json.dumps([tools, fields] if tools is not None else fields, sort_keys=True)
+    return [opening, *("<frame>",) * (PIECE_FRAMING_TOKENS - 1), *PIECE.findall(content_text(message.get("content")))]
 
 
 def _reply(config: FakeModelConfig, kind: str, messages: list[dict], tools: list[dict] | None, faults: bool) -> Reply:
@@ -739,20 +792,41 @@ async def _ended(release) -> AsyncIterator[str]:
     yield
 
 
-async def _paced(chunks: list[str], latency_s: float, slot: _Slot | None, release) -> AsyncIterator[str]:
-    """Send ``chunks`` over ``latency_s``, as a model writes. On a single-slot server, a request that waits
-    ends the stream early (``[DONE]`` without a finish reason), as llama-cpp-python's ``interrupt_requests``
-    does; a client that goes away frees the slot at once."""
+def _seconds(tokens: int | None, per_second: float | None) -> float:
+    return tokens / per_second if tokens and per_second else 0.0
+
+
+@dataclass(frozen=True)
+class _Pacing:
+    """How a streamed answer takes its time: the prompt's evaluation, then the answer, token by token."""
+
+    prompt_seconds: float
+    answer_seconds: float
+    answer_tokens: list[str]
+
+
+async def _paced(chunks: list[str], pacing: _Pacing, slot: _Slot | None, release) -> AsyncIterator[str]:
+    """Send ``chunks`` as a model writes them, after the prompt's evaluation. On a single-slot server the
+    evaluation runs to its end even if the client goes away (the slot stays busy, as llama.cpp's does), a
+    request that waits ends the stream early (``[DONE]`` without a finish reason), as llama-cpp-python's
+    ``interrupt_requests`` does, and a client that goes away while it writes frees the slot at once."""
+    evaluation = asyncio.get_running_loop().create_task(asyncio.sleep(pacing.prompt_seconds))
     try:
-        for chunk in chunks:
+        await asyncio.shield(evaluation)
+        for index, chunk in enumerate(chunks):
             if slot is not None and slot.waiting and chunk is not chunks[-1]:
                 yield "data: [DONE]\n\n"
                 return
-            await asyncio.sleep(latency_s / len(chunks))
+            await asyncio.sleep(pacing.answer_seconds / len(chunks))
+            if slot is not None and index == len(chunks) - 1:
+                slot.cached += pacing.answer_tokens
             yield chunk
     finally:
         if release is not None:
-            release()
+            if evaluation.done():
+                release()
+            else:
+                evaluation.add_done_callback(lambda _evaluation: release())
 
 
 def _tool_calls(request_id: int, query: str | None) -> list[dict]:
@@ -864,6 +938,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--prompt-cache-ttl-s", type=float, default=OPENAI_TTL_S, help="how long an unused cached prefix lives"
     )
+    parser.add_argument(
+        "--prompt-tokens-per-s", type=float, help="llama-cpp-python profile: prompt tokens evaluated a second"
+    )
+    parser.add_argument("--output-tokens-per-s", type=float, help="llama-cpp-python profile: answer tokens a second")
     parser.add_argument("--request-log", help="append every request as a JSON line to this file")
     args = vars(parser.parse_args(argv))
     host, port = args.pop("host"), args.pop("port")

@@ -2,7 +2,10 @@
 
 Each llama-cpp-python behaviour here was first seen on the real server (llama-cpp-python 0.3.36 serving Gemma 3
 270M, docs/real-model.md): an empty 200 stream on overflow, no usage in streams, ``max_completion_tokens`` ignored,
-one request at a time, a streamed answer ended early when another request waits.
+one request at a time, a streamed answer ended early when another request waits. The one slot's cached prompt was
+measured with Qwen2.5-Coder 1.5B: a request evaluates only what it adds to the last request and answer, so a fold in
+between makes the next turn evaluate its whole prompt (3 s turns became 43 s), and closing the connection does not
+stop a prompt's evaluation.
 """
 
 import asyncio
@@ -13,7 +16,12 @@ import httpx
 import pytest
 
 from langflow_session_memory.services.session_memory.summarizer import ChatLine, fold_request
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
+from langflow_session_memory.testing.fake_openai import (
+    PIECE_FRAMING_TOKENS,
+    FakeModelConfig,
+    count_pieces,
+    run_in_thread,
+)
 
 
 def as_openai(request: list) -> list[dict]:
@@ -117,6 +125,51 @@ def test_a_waiting_request_ends_a_streamed_answer_early_without_a_finish_reason(
     waiting.join()
     assert events[-1] == "[DONE]"
     assert all(choice["finish_reason"] is None for e in events[:-1] for choice in json.loads(e)["choices"])
+
+
+def chat(*texts: str) -> list[dict]:
+    """Alternating user and assistant messages, a system prompt first."""
+    roles = ("user", "assistant")
+    return [{"role": "system", "content": "Be brief."}] + [
+        {"role": roles[index % 2], "content": text} for index, text in enumerate(texts)
+    ]
+
+
+def test_the_one_slot_evaluates_only_what_a_request_adds_to_the_last_request_and_its_answer(llama):
+    first = chat("Our project is PRJ-123.")
+    answer = post(llama, first).json()["choices"][0]["message"]["content"]
+    post(llama, chat("Our project is PRJ-123.", answer, "And the cluster is EU."))
+    post(llama, FOLD)  # a fold in between: the slot now holds the fold's prompt
+    post(llama, chat("Our project is PRJ-123.", answer, "And the cluster is EU.", "OK", "Thanks."))
+
+    first_turn, second_turn, fold, after_fold = llama.requests()
+    assert first_turn["evaluated_tokens"] == first_turn["prompt_tokens"]  # a cold slot
+    # Only the new message: the answer's tokens were cached as it was written.
+    assert second_turn["evaluated_tokens"] == count_pieces("And the cluster is EU.") + PIECE_FRAMING_TOKENS
+    # The fold shares no more than a system message's opening with the chat, and the chat then no more with it:
+    # the chat's cached prompt is gone.
+    assert fold["evaluated_tokens"] >= fold["prompt_tokens"] - PIECE_FRAMING_TOKENS
+    assert after_fold["evaluated_tokens"] >= after_fold["prompt_tokens"] - PIECE_FRAMING_TOKENS
+
+
+def test_the_openai_profile_has_no_slot(llama):
+    with run_in_thread(FakeModelConfig()) as server:
+        post(server, chat("hi"))
+        assert "evaluated_tokens" not in server.requests()[0]
+
+
+def test_a_prompt_being_evaluated_keeps_the_slot_busy_after_its_client_goes_away(llama):
+    llama.config.prompt_tokens_per_s = 100.0  # the long prompt below: about a second
+    long_prompt = chat("word " * 90)
+    body = {"model": "gpt-4o-mini", "messages": long_prompt, "stream": True}
+    with httpx.stream("POST", f"{llama.base_url}/chat/completions", json=body, timeout=30):
+        pass  # the client leaves before the first token
+    post(llama, chat("me next"))
+    gone, served = llama.requests()
+    evaluation_seconds = gone["evaluated_tokens"] / 100.0
+    assert evaluation_seconds > 0.9
+    assert served["ts"] - gone["ts"] >= evaluation_seconds - 0.05  # served only once the evaluation had ended
+    assert served["evaluated_tokens"] == count_pieces("me next")  # the slot holds the gone prompt
 
 
 def test_echo_mode_parrots_the_fold_instructions():
