@@ -23,6 +23,7 @@ def real_model() -> dict:
         "url": os.environ["REAL_MODEL_URL"],
         "context_window": int(os.environ.get("REAL_MODEL_CONTEXT", "2048")),
         "agent_max_tokens": int(os.environ.get("REAL_MODEL_AGENT_MAX_TOKENS", "48")),
+        "request_log": os.environ.get("REAL_MODEL_REQUEST_LOG"),  # the tier's own server logs each request
     }
 
 

@@ -1,4 +1,4 @@
-"""Sessions with a real model through the real Langflow app: what the product does with what it writes.
+"""Sessions with a real base model (Gemma 3 270M) through the real Langflow app: survival, not memory.
 
 What a small model writes is not judged; the product's handling of it is: folds are attempted, no turn answers
 500, no stored message changes, an overflow is prevented (Context Window declared) or recognised and compacted
@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-REPORT = Path("test-artifacts/real-model/report.json")
+from tests.real_model.sessions import EVENTS, event_text
+
+REPORT = Path("test-artifacts/real-model/base.json")
 N_MESSAGES = 4
 LOG_LINE = "2026-11-30 08:{:02d}:00 ERROR worker-7 connection reset by peer (retrying)"
 FACT = "Our project is PRJ-123 on the EU cluster."
@@ -34,16 +36,6 @@ LONG_SESSION = [
     "Which project and cluster are we on?",
 ]
 OVERFLOWING_SESSION = [FACT, pasted_log(28, 0), pasted_log(28, 30), "Which project and cluster are we on?"]
-EVENTS = (
-    "session_summary_fold ",
-    "session_summary_fold_failed",
-    "session_summary_paused",
-    "session_context_early_fold",
-    "session_context_overflow",
-    "session_memory_history_trimmed",
-    "session_summary_fold_cancelled",
-    "session_memory_turn",
-)
 REPORTS: dict[str, dict] = {}
 
 
@@ -100,7 +92,7 @@ def run_session(langflow, real_model, name: str, script: list[str], *, declared_
             {"folded_count": row[1], "version": row[2], "summary_words": len(row[0].split()), "last_error": row[3]}
             for row in state
         ],
-        "events": [_event(line) for line in events],
+        "events": [event_text(line) for line in events],
         "stored_inputs": [text for (text,) in stored],
     }
     return REPORTS[name]
@@ -125,11 +117,3 @@ def test_an_overflow_the_server_answers_with_an_empty_stream_is_compacted(langfl
     overflows = [event for event in result["events"] if event.startswith("session_context_overflow")]
     assert any("attempt=1 result=refused" in event for event in overflows), "the overflow was not recognised"
     assert any("attempt=2 result=answered" in event for event in overflows), "the compacted retry did not answer"
-
-
-def _event(line: str) -> str:
-    """The event's own text from Langflow's JSON log line (ids and counts only, never message text)."""
-    try:
-        return json.loads(line).get("event", line)
-    except json.JSONDecodeError:
-        return line

