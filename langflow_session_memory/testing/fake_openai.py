@@ -629,7 +629,14 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             cached_tokens = served.cache_read
             usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
         await record(
-            kind, body, 200, prompt_tokens, completion_tokens, reply.tool_query, cached_tokens, evaluated_tokens=evaluated
+            kind,
+            body,
+            200,
+            prompt_tokens,
+            completion_tokens,
+            reply.tool_query,
+            cached_tokens,
+            evaluated_tokens=evaluated,
         )
         # The answer as the next request sends it back: a chat template ends this prompt with the assistant's
         # header, and the model writes the text after it.

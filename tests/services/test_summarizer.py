@@ -20,6 +20,7 @@ from langflow_session_memory.services.session_memory.summarizer import (
     ChatLine,
     RequestTooLongError,
     SummaryRejectedError,
+    allowed_words,
     fold,
     fold_budget,
     fold_model,
@@ -27,6 +28,8 @@ from langflow_session_memory.services.session_memory.summarizer import (
     transcript_chunks,
     validate_edited_summary,
     validate_summary,
+    within_word_limit,
+    word_count,
 )
 from tests.chat import ScriptedChatModel
 
@@ -401,3 +404,52 @@ async def test_a_single_message_too_long_for_any_request_fails_the_fold():
     model = SmallWindowModel(limit=100)
     with pytest.raises(RequestTooLongError):
         await fold(model, "", [ChatLine("User", "x" * 5000)])
+
+
+# What Qwen2.5-Coder 1.5B wrote for a batch of twenty one-line turns of the recall eval (docs/real-model.md), shortened:
+# every fact in "Key facts", then the transcript copied under "Conversation so far", one line many times over.
+FACT_LINES = [f"- The badge code of team {13 + 3 * i} is BADGE-{1000 + 7 * i}." for i in range(8)]
+COPIED = [f"- Step {i}: let's look at the nightly export job next, keep it short." for i in range(12)]
+OVER_THE_CAP = "\n".join(
+    [
+        "Key facts:",
+        *FACT_LINES,
+        "",
+        "Conversation so far:",
+        *[line for step in COPIED for line in (step, FACT_LINES[0])],
+    ]
+)
+
+
+def test_notes_over_the_cap_keep_their_key_facts_and_lose_repeats_then_the_oldest_conversation_lines():
+    assert word_count(OVER_THE_CAP) > 200
+
+    notes, dropped = within_word_limit(OVER_THE_CAP, 200)
+
+    assert word_count(notes) <= 200
+    assert notes.startswith("Key facts:\n" + "\n".join(FACT_LINES))
+    conversation = notes.split("Conversation so far:\n", 1)[1].splitlines()
+    assert FACT_LINES[0] not in conversation  # a repeat of a key fact goes first
+    assert conversation == COPIED[-len(conversation) :]  # then the oldest lines: the newest are kept
+    assert dropped == len(COPIED) * 2 - len(conversation)
+
+
+def test_notes_within_the_limit_are_left_as_written():
+    assert within_word_limit(GOOD, 300) == (GOOD, 0)
+
+
+def test_notes_whose_key_facts_alone_are_over_the_limit_are_left_for_the_checks_to_refuse():
+    long_facts = "Key facts:\n" + "- word word word\n" * 120 + "Conversation so far:\n- the user listed words"
+    assert within_word_limit(long_facts, 300) == (long_facts, 0)
+
+
+def test_a_fold_whose_notes_run_over_is_stored_shortened_and_says_so(captured_logs):
+    batch = [ChatLine("User" if i % 2 == 0 else "AI", COPIED[i % 12][2:]) for i in range(20)]
+    model = ScriptedChatModel(script=[OVER_THE_CAP])
+
+    result = asyncio.run(fold(model, "", batch))
+
+    assert word_count(result.summary) <= allowed_words("", batch)
+    assert all(line in result.summary for line in FACT_LINES)
+    [shortened] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_shortened")]
+    assert f"words_written={word_count(OVER_THE_CAP)} " in shortened

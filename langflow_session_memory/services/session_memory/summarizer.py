@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
+from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import context_size
 
@@ -220,6 +221,44 @@ def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
         SystemMessage(content=SUMMARY_INSTRUCTIONS),
         HumanMessage(content=f"Current notes:\n{notes}\n\nNext messages:\n{transcript}"),
     ]
+
+
+def allowed_words(previous_summary: str, batch: Sequence[ChatLine]) -> int:
+    """How many words the new notes may have: the cap, and no more than they replace (or the floor), headings aside."""
+    replaced = word_count(previous_summary) + sum(word_count(line.text) for line in batch)
+    return min(SUMMARY_WORD_LIMIT, max(replaced, NOTES_FLOOR_WORDS) + _HEADING_WORDS)
+
+
+def within_word_limit(notes: str, limit: int) -> tuple[str, int]:
+    """Notes over ``limit`` words with "Conversation so far" lines dropped until they fit; and how many went.
+
+    Small models copy the messages into that section line by line (Qwen2.5-Coder 1.5B: 364 words of
+    notes for a batch of twenty one-line turns, the same line nine times): a repeat of an earlier line
+    goes first, then the oldest lines. "Key facts" is never touched; notes that still do not fit are
+    returned as they are, for the checks to refuse.
+    """
+    notes = normalized_headings(notes.strip())
+    if word_count(notes) <= limit:
+        return notes, 0
+    lines = notes.splitlines()
+    heading = next((i for i, line in enumerate(lines) if line == _CANONICAL_HEADINGS["conversation so far"]), None)
+    if heading is None:
+        return notes, 0
+    head, conversation = lines[: heading + 1], lines[heading + 1 :]
+    seen: set[str] = {_plain_words(line) for line in head}
+    kept = []
+    for line in conversation:
+        plain = _plain_words(line)
+        if plain and plain in seen:
+            continue
+        seen.add(plain)
+        kept.append(line)
+    while kept and word_count("\n".join([*head, *kept])) > limit:
+        kept.pop(0)
+    shortened = "\n".join([*head, *kept])
+    if word_count(shortened) > limit:
+        return notes, 0
+    return shortened, len(conversation) - len(kept)
 
 
 def validate_summary(candidate: str, *, previous_summary: str, batch: Sequence[ChatLine]) -> str:
@@ -488,7 +527,13 @@ async def _fold_chunk(
     if incomplete := cut_off(response):
         raise SummaryRejectedError(f"summary {incomplete} ({budget.output_tokens}-token cap)")
     text = _text_of(response.content)
-    summary = validate_summary(text, previous_summary=previous_summary, batch=chunk)
+    notes, dropped = within_word_limit(text, allowed_words(previous_summary, chunk))
+    summary = validate_summary(notes, previous_summary=previous_summary, batch=chunk)
+    if dropped:
+        await logger.ainfo(
+            f"session_summary_shortened dropped_lines={dropped} words_written={word_count(text)} "
+            f"words_kept={word_count(summary)}"
+        )
     usage = getattr(response, "usage_metadata", None) or {}
     reported = bool(usage.get("input_tokens"))
     return FoldResult(
