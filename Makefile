@@ -110,7 +110,7 @@ EVAL_ARGS ?=
 MODEL_SETTINGS = $(if $(MODEL),--model $(MODEL)) $(if $(MAX_TOKENS),--agent-max-tokens $(MAX_TOKENS)) \
 	$(if $(CONTEXT),--context-window $(CONTEXT))
 
-.PHONY: demo bench eval test-real
+.PHONY: demo bench bench-one-slot eval eval-real test-real
 
 demo: install
 	$(BIN)/python -m benchmarks.demo $(MODEL_SETTINGS) $(if $(TURNS),--filler-turns $(TURNS))
@@ -118,11 +118,22 @@ demo: install
 bench: install
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
+# Back-to-back turns on a simulated one-slot local server (llama.cpp, Ollama, LM Studio): docs/one-slot.md.
+bench-one-slot: install
+	$(BIN)/python -m benchmarks.one_slot $(BENCH_ARGS)
+
 eval: install
 	$(BIN)/python -m benchmarks.eval $(MODEL_SETTINGS) $(if $(QUICK),--quick) $(EVAL_ARGS)
 
-# The real-model tier (not part of `make test`): builds llama-cpp-python in .venv-real (once; the wheel is kept in
-# ~/.cache/langflow-session-memory), serves Gemma 3 270M on 127.0.0.2 and runs tests/real_model through the real app. REAL_MODEL_URL=
-# runs the same tests against any OpenAI-compatible server instead (README, "A real model").
+# The recall eval against Qwen2.5-Coder 1.5B Instruct served by the real-model tier's llama-cpp-python (built once,
+# as for make test-real): a reduced size in about a quarter of an hour, into its section of docs/eval.md.
+eval-real: install
+	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier eval $(EVAL_ARGS)
+
+# The real-model tier (not part of `make test`): builds llama-cpp-python in .venv-real (once; the wheel and the models
+# are kept in ~/.cache/langflow-session-memory), serves Gemma 3 270M (survival on a base model) and then Qwen2.5-Coder
+# 1.5B Instruct (memory judged by an instruct model) on 127.0.0.2 and runs tests/real_model through the real app.
+# REAL_MODEL=gemma|qwen runs one; REAL_MODEL_URL= runs the instruct-model tests against any OpenAI-compatible server
+# instead (README, "A real model").
 test-real: install
 	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier

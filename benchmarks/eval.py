@@ -64,8 +64,6 @@ BILLED_TARGETS = {"gpt-5": 0.15, "gpt-4o": 0.45}
 BILLED_RATES = ("gpt-4o", "gpt-4.1", "gpt-5")
 REQUEST_KINDS = ("chat requests", "search follow-ups", "fold calls")
 ANTHROPIC_MODEL = "claude-sonnet-4-5-20250929"  # Langflow's Anthropic list; caches prefixes from 1,024 tokens
-# Langflow 1.13 stores input, output and total tokens with an answer (lfx.schema.properties.Usage), no cached ones.
-NO_CACHED_TOKENS = "not available (Langflow stores no cached tokens: `lfx.schema.properties.Usage`)"
 
 
 @dataclass(frozen=True)
@@ -198,6 +196,15 @@ CONFIGURATIONS = (
 )
 # On Anthropic, only the cost differs (the server answers alike): the stock Agent and the switch on with search.
 ANTHROPIC_CONFIGURATIONS = (CONFIGURATIONS[0], CONFIGURATIONS[2])
+# On a real model: the stock Agent with the whole session in view and with the same N as ours. Search off: a small
+# local model (Qwen2.5-Coder 1.5B) calls a tool for nearly every message once one is offered, and calls it again
+# after its result, so every turn would run to Max Iterations (docs/real-model.md).
+REAL_MODEL_CONFIGURATIONS = (
+    CONFIGURATIONS[0],
+    Configuration("stock Agent, N=10", 10, session_memory=False),
+    CONFIGURATIONS[1],
+)
+REAL_MODEL_MARKER = "<!-- benchmarks.eval: real model -->"
 
 
 @dataclass
@@ -217,6 +224,7 @@ class Result:
     cached_tokens: Counter = field(default_factory=Counter)  # bundled server only: cached per ``REQUEST_KINDS``
     written_tokens: Counter = field(default_factory=Counter)  # Anthropic route only: written per ``REQUEST_KINDS``
     requests: list[dict] = field(default_factory=list)  # bundled server only: every request served, in order
+    served_between: tuple[float, float] = (0.0, 0.0)  # wall-clock start and end of the session, for a server's log
 
     @property
     def correct(self) -> int:
@@ -299,6 +307,7 @@ def run_configuration(
     tweaks = {agent_id: configuration.tweaks()}
     turns, questions = script(size)
     result = Result(configuration)
+    started_at = time.time()
     app.log.read_events()
     if server:
         server.clear_prompt_cache()
@@ -331,6 +340,7 @@ def run_configuration(
             result.question_input_tokens += tokens
             result.answers.append((asked, answer))
     result.folds = len(app.log.read_events(FOLD_EVENT))
+    result.served_between = (started_at, time.time())
     if not server:
         result.searches = searches_stored(app, session_id)
     return result
@@ -358,14 +368,12 @@ def billed_ratio(result: Result, stock: Result, rate: str) -> float:
     return result.billed(rate) / stock.billed(rate)
 
 
-def cache_cells(result: Result, stock: Result, cached: bool) -> list[str]:
-    """Served from cache and billed input against the stock Agent at each rate; n/a without cached tokens."""
-    if not cached:
-        return ["n/a"] * (1 + len(BILLED_RATES))
+def cache_cells(result: Result, stock: Result) -> list[str]:
+    """Served from cache and billed input against the stock Agent at each rate."""
     return [f"{result.cached_share:.0%}", *(f"{billed_ratio(result, stock, rate):.2f}x" for rate in BILLED_RATES)]
 
 
-def table(results: list[Result], *, cached: bool) -> str:
+def table(results: list[Result]) -> str:
     stock = results[0]
     billed_headers = " | ".join(f"billed input vs stock, {rate}" for rate in BILLED_RATES)
     lines = [
@@ -379,7 +387,7 @@ def table(results: list[Result], *, cached: bool) -> str:
         lines.append(
             f"| {r.configuration.label} | {r.correct}/{len(r.answers)} ({r.accuracy:.0%}) | {changed}/{asked} | "
             f"{r.input_tokens:,} | {r.input_tokens / stock.input_tokens:.2f}x | "
-            f"{' | '.join(cache_cells(r, stock, cached))} | {r.question_input_tokens:,} | {r.folds} | "
+            f"{' | '.join(cache_cells(r, stock))} | {r.question_input_tokens:,} | {r.folds} | "
             f"{r.searches} | {statistics.median(r.turn_seconds):.2f} | {percentile(r.turn_seconds, 0.95):.2f} |"
         )
     return "\n".join(lines)
@@ -457,14 +465,12 @@ def cache_notes(results: list[Result]) -> str:
     )
 
 
-def headline(results: list[Result], *, cached: bool, anthropic: list[Result] | None = None) -> str:
+def headline(results: list[Result], *, anthropic: list[Result] | None = None) -> str:
     stock, summary_only, search = results
     billed = (
         f" Billed input at gpt-5's rate: {billed_ratio(search, stock, 'gpt-5'):.2f}x of the stock Agent "
         f"(gpt-4o's: {billed_ratio(search, stock, 'gpt-4o'):.2f}x), {search.cached_share:.0%} of its request "
         f"tokens served from cache against {stock.cached_share:.0%}."
-        if cached
-        else ""
     )
     return (
         f"With search on, the Session Memory Agent (switch on, N=10) answered {search.correct} of "
@@ -484,7 +490,7 @@ def anthropic_headline(results: list[Result]) -> str:
     )
 
 
-def targets(results: list[Result], *, cached: bool) -> list[str]:
+def targets(results: list[Result]) -> list[str]:
     stock, _, search = results
     ratio = search.input_tokens / stock.input_tokens
     lines = [
@@ -497,8 +503,6 @@ def targets(results: list[Result], *, cached: bool) -> list[str]:
         measured = (
             f"{billed_ratio(search, stock, rate):.2f}x, "
             f"{'met' if billed_ratio(search, stock, rate) <= target else 'missed'}"
-            if cached
-            else NO_CACHED_TOKENS
         )
         lines.append(f"- Billed input with search <= {target:.2f}x the stock Agent's at {rate}'s rate: {measured}.")
     return lines
@@ -532,17 +536,11 @@ def misses(result: Result, limit: int = 10) -> list[str]:
     return lines
 
 
-def document(
-    results: list[Result], *, size: Size, model: str, seconds: float, anthropic: list[Result] | None = None
-) -> str:
+def document(results: list[Result], *, size: Size, seconds: float, anthropic: list[Result] | None = None) -> str:
+    """docs/eval.md for a run on the bundled server (a real model's run writes only its own section)."""
     turns, questions = script(size)
-    cached = not model
     source = (
-        f"a real model, `{model}`: tokens are the usage Langflow stored on each answer (`message.properties.usage`, "
-        "fold calls and the tool loop included); search calls are the `search_earlier_messages` steps stored with "
-        f"the answers; cached tokens, and so billed input, are {NO_CACHED_TOKENS}"
-        if model
-        else "the bundled deterministic server (`langflow_session_memory/testing/fake_openai.py`), so this run "
+        "the bundled deterministic server (`langflow_session_memory/testing/fake_openai.py`), so this run "
         "measures **what reaches the model**, not how well a model reasons: a recall question is answered with the "
         "facts of the newest sentence in the request that holds all its key words; when there is none and the "
         "request offers `search_earlier_messages`, it searches with the key words and answers from the result. "
@@ -555,12 +553,14 @@ def document(
         [
             "# Recall eval: 40 facts across 285 turns" if size == FULL else "# Recall eval (reduced size)",
             "",
-            f"**{headline(results, cached=cached, anthropic=anthropic)}**",
+            f"**{headline(results, anthropic=anthropic)}**",
             "",
             "Produced by `make eval` (`python -m benchmarks.eval`); `make eval QUICK=1` runs a reduced version in a "
             "few minutes; `make eval MODEL=gpt-4o-mini` (with `OPENAI_API_KEY`, and `OPENAI_BASE_URL` for another "
-            "OpenAI-compatible server) runs it against a real model; `EVAL_ARGS=--no-anthropic` leaves out the run "
-            "on Anthropic's API ([On Anthropic](#on-anthropic-cache-breakpoints-marked-by-the-switch)).",
+            "OpenAI-compatible server) runs it against a real model, and `make eval-real` against Qwen2.5-Coder 1.5B "
+            "Instruct served on this machine, each into its own section "
+            "([On a real model](#on-a-real-model-qwen25-coder-15b-instruct)); `EVAL_ARGS=--no-anthropic` leaves "
+            "out the run on Anthropic's API ([On Anthropic](#on-anthropic-cache-breakpoints-marked-by-the-switch)).",
             "",
             "The real Langflow app runs in-process (`TestClient(create_app())`, `/api/v1/run`) on a fresh SQLite "
             f"database, one session per configuration. Each session: {size.filler_turns} filler turns ({size.logs} "
@@ -578,41 +578,35 @@ def document(
             "Session Memory Agent with Summarize Older Messages on at N=10, with Search Older Messages "
             "(`search_older_messages`) off and on, set through tweaks.",
             "",
-            table(results, cached=cached),
+            table(results),
             "",
             "## Targets",
             "",
-            *targets(results, cached=cached),
+            *targets(results),
             "",
             f"![recall, input tokens and billed input per configuration]({FIGURE})",
             "",
-            *(
-                [
-                    "## Where the input tokens go",
-                    "",
-                    token_table(results),
-                    "",
-                    token_notes(results),
-                    "",
-                    "## Served from cache and billed input",
-                    "",
-                    cache_table(results),
-                    "",
-                    cache_notes(results),
-                    "",
-                    "## Past the ceiling: other request shapes, simulated",
-                    "",
-                    options_table(results, cache_options.OPENAI_OPTIONS),
-                    "",
-                    OPTIONS_NOTE,
-                    "",
-                ]
-                if cached
-                else []
-            ),
+            "## Where the input tokens go",
+            "",
+            token_table(results),
+            "",
+            token_notes(results),
+            "",
+            "## Served from cache and billed input",
+            "",
+            cache_table(results),
+            "",
+            cache_notes(results),
+            "",
+            "## Past the ceiling: other request shapes, simulated",
+            "",
+            options_table(results, cache_options.OPENAI_OPTIONS),
+            "",
+            OPTIONS_NOTE,
+            "",
             *(anthropic_section(anthropic) if anthropic else []),
             *(["## Wrong answers with search on", "", *misses(results[-1]), ""] if misses(results[-1]) else []),
-            *([STALE_NOTE, ""] if not model and stale_answers(results[-1]) else []),
+            *([STALE_NOTE, ""] if stale_answers(results[-1]) else []),
             f"The whole run took {seconds:.0f} s.",
             "",
         ]
@@ -689,6 +683,77 @@ def options_table(results: list[Result], options: dict) -> str:
     return "\n".join(lines)
 
 
+def server_tokens(result: Result, server_log: Path) -> tuple[int, int]:
+    """A session's prompt tokens and those the server's slot evaluated, from the real-model tier's request log."""
+    started, ended = result.served_between
+    entries = [json.loads(line) for line in server_log.read_text().splitlines() if line.strip()]
+    served = [entry for entry in entries if started <= entry["started"] < ended]
+    return sum(entry["prompt_tokens"] for entry in served), sum(entry["evaluated_tokens"] for entry in served)
+
+
+def real_model_section(
+    results: list[Result], *, name: str, size: Size, seconds: float, settings: dict, server_log: Path | None = None
+) -> str:
+    """docs/eval.md's section for a run against a real model: recall, tokens and turn time, by configuration.
+
+    Tokens are those the server logged (``server_log``, the real-model tier's: every request, folds included,
+    and what its one slot evaluated past its cached prefix), else the usage Langflow stored with each answer.
+    """
+    turns, questions = script(size)
+    tokens = {
+        id(result): server_tokens(result, server_log) if server_log else (result.input_tokens, None)
+        for result in results
+    }
+    stock_prompt, stock_evaluated = tokens[id(results[0])]
+    source = (
+        "the server's own count of every request (folds included), and of what its one slot evaluated past the "
+        "prefix it had cached (`tests/real_model/serve_llama_cpp.py --request-log`)"
+        if server_log
+        else "the usage Langflow stored with each answer (fold calls included)"
+    )
+    lines = [
+        REAL_MODEL_MARKER,
+        f"## On a real model: {name}",
+        "",
+        f"`make eval-real` (`python -m benchmarks.eval --model ...`), {time.strftime('%Y-%m-%d')}, {seconds / 60:.0f} "
+        f"min: {size.facts} facts ({size.updates} changed later) planted across {len(turns)} turns "
+        f"({size.filler_turns} filler, {size.logs} pasted logs), then {len(questions)} questions, through the real app "
+        f"to {name} behind Langflow's OpenAI provider; Agent settings {settings or 'as Langflow sets them'}. Tokens "
+        f"are {source}; turn time is each `/api/v1/run` call, the fold after an answer settled before the next turn.",
+        "",
+        "| configuration | recall | changed facts | prompt tokens | vs stock N=100 | evaluated by the server "
+        "| vs stock N=100 | median turn | p95 turn | folds |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for result in results:
+        changed, of = result.changed_correct
+        prompt, evaluated = tokens[id(result)]
+        lines.append(
+            f"| {result.configuration.label} | {result.correct}/{len(result.answers)} ({result.accuracy:.0%}) "
+            f"| {changed}/{of} | {prompt:,} | {_ratio(prompt, stock_prompt)} "
+            f"| {'n/a' if evaluated is None else f'{evaluated:,}'} | {_ratio(evaluated, stock_evaluated)} "
+            f"| {statistics.median(result.turn_seconds):.1f} s | {percentile(result.turn_seconds, 0.95):.1f} s "
+            f"| {result.folds} |"
+        )
+    for result in results[1:]:
+        wrong = misses(result)
+        if wrong:
+            lines += ["", f"Missed by {result.configuration.label}:", "", *wrong]
+    return "\n".join([*lines, ""])
+
+
+def _ratio(value: int | None, stock: int | None) -> str:
+    return f"{value / stock:.2f}x" if value is not None and stock else "n/a"
+
+
+def with_section(markdown: Path, kept_from: Path, marker: str) -> None:
+    """``markdown`` with the section of ``kept_from`` that starts at ``marker`` (to the end) put back, if any."""
+    if not kept_from.exists() or marker not in (saved := kept_from.read_text(encoding="utf-8")):
+        return
+    own = markdown.read_text(encoding="utf-8").split(marker)[0].rstrip("\n")
+    markdown.write_text(f"{own}\n\n{marker}{saved.split(marker, 1)[1]}", encoding="utf-8")
+
+
 def cumulative(values: list[float]) -> list[float]:
     totals, total = [], 0.0
     for value in values:
@@ -697,7 +762,7 @@ def cumulative(values: list[float]) -> list[float]:
     return totals
 
 
-def plot(results: list[Result], path: Path, *, cached: bool) -> None:
+def plot(results: list[Result], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -718,12 +783,11 @@ def plot(results: list[Result], path: Path, *, cached: bool) -> None:
     for r, color in zip(results, colors, strict=True):
         turns = range(1, len(r.turn_input_tokens) + 1)
         right.plot(turns, cumulative(r.turn_input_tokens), color=color, label=f"{r.configuration.label}: input tokens")
-        if cached:
-            billed = [
-                billed_input(InputTokens(uncached=tokens - hit, cache_read=hit), rate)
-                for tokens, hit in zip(r.turn_input_tokens, r.turn_cached_tokens, strict=True)
-            ]
-            right.plot(turns, cumulative(billed), color=color, linestyle="--", label="billed at gpt-5's rate")
+        billed = [
+            billed_input(InputTokens(uncached=tokens - hit, cache_read=hit), rate)
+            for tokens, hit in zip(r.turn_input_tokens, r.turn_cached_tokens, strict=True)
+        ]
+        right.plot(turns, cumulative(billed), color=color, linestyle="--", label="billed at gpt-5's rate")
     right.axvline(len(results[0].turn_input_tokens) - len(results[0].answers) + 0.5, color="black", linewidth=0.5)
     right.set_xlabel("turn (questions after the vertical line)")
     right.set_ylabel("tokens, cumulative (folds and searches included)")
@@ -743,6 +807,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=int, help="filler turns that paste a ~5,000-character log")
     parser.add_argument("--agent-max-tokens", type=int, help="the Agent's Max Tokens (a slow local model: e.g. 64)")
     parser.add_argument("--context-window", type=int, help="the model's context window, declared on the Agent")
+    parser.add_argument("--model-name", help="with --model: the model as docs/eval.md names it")
+    parser.add_argument("--server-log", type=Path, help="with --model: the server's request log to count tokens from")
     parser.add_argument("--docs", type=Path, default=DOCS, help=f"where {REPORT} and {FIGURE} go")
     parser.add_argument(
         "--no-anthropic", action="store_true", help="skip the run on Anthropic's API (always skipped with --model)"
@@ -766,7 +832,13 @@ def main(argv: list[str] | None = None) -> None:
         app = stack.enter_context(
             langflow_app(f"sqlite:///{folder / 'langflow.db'}", model_base_url=server.base_url if server else None)
         )
-        runs = [(arguments.model or "gpt-4o-mini", "OpenAI", CONFIGURATIONS)]
+        runs = [
+            (
+                arguments.model or "gpt-4o-mini",
+                "OpenAI",
+                REAL_MODEL_CONFIGURATIONS if arguments.model else CONFIGURATIONS,
+            )
+        ]
         if server and not arguments.no_anthropic:
             runs.append((ANTHROPIC_MODEL, "Anthropic", ANTHROPIC_CONFIGURATIONS))
         results, anthropic = [], []
@@ -782,14 +854,31 @@ def main(argv: list[str] | None = None) -> None:
                 result = run_configuration(app, server, flows[configuration.session_memory], configuration, size)
                 (anthropic if provider == "Anthropic" else results).append(result)
     seconds = time.perf_counter() - started
-    cached = server is not None
-    print(table(results, cached=cached))  # noqa: T201
     arguments.docs.mkdir(parents=True, exist_ok=True)
-    plot(results, arguments.docs / FIGURE, cached=cached)
     target = arguments.docs / REPORT
-    report = document(results, size=size, model=arguments.model or "", seconds=seconds, anthropic=anthropic)
-    target.write_text(report, encoding="utf-8")
-    print(f"\n{headline(results, cached=cached, anthropic=anthropic)}\nwrote {target} in {seconds:.0f} s")  # noqa: T201
+    if arguments.model:
+        name = arguments.model_name or arguments.model
+        section = real_model_section(
+            results,
+            name=name,
+            size=size,
+            seconds=seconds,
+            settings=agent_inputs(arguments),
+            server_log=arguments.server_log,
+        )
+        current = target.read_text(encoding="utf-8").split(REAL_MODEL_MARKER)[0].rstrip("\n") if target.exists() else ""
+        target.write_text(f"{current}\n\n{section}" if current else section, encoding="utf-8")
+        print(f"{section}\nwrote its section of {target} in {seconds:.0f} s")  # noqa: T201
+        return
+    print(table(results))  # noqa: T201
+    plot(results, arguments.docs / FIGURE)
+    previous = target.with_suffix(".previous")
+    if target.exists():
+        target.replace(previous)
+    target.write_text(document(results, size=size, seconds=seconds, anthropic=anthropic), encoding="utf-8")
+    with_section(target, previous, REAL_MODEL_MARKER)  # the real model's run, written by make eval-real
+    previous.unlink(missing_ok=True)
+    print(f"\n{headline(results, anthropic=anthropic)}\nwrote {target} in {seconds:.0f} s")  # noqa: T201
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ class GraphAgent:
     config: AgentConfig
     flow_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     user_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    summary_model: Callable[[], object] | None = None  # makes the component connected to "Summary Model"
 
     def _graph(self):
         from lfx.components.input_output import ChatInput, ChatOutput
@@ -123,6 +124,8 @@ class GraphAgent:
 
         chat_input = ChatInput()
         options = {"summarize_older_messages": self.config.summarize} if not self.config.stock else {}
+        if self.summary_model is not None:
+            options["summary_model"] = self.summary_model().build_model
         agent = AgentComponent() if self.config.stock else SessionMemoryAgentComponent()
         agent.set(
             model=[{"name": self.config.model, "provider": "OpenAI", "metadata": {}}],

@@ -32,10 +32,10 @@ passes through unchanged.
 answer, so the stock Agent's and ours' turns are compared on the same answers, run after run.
 
 ``--request-log PATH``: one JSON line per chat completion, counts only: when it started and how long it took,
-whether it streamed, offered tools and came back as calls, how many tokens the slot evaluated (those past the
-prefix it shared with the previous request and answer: what a one-slot server's cached prompt saves) and
-generated, and whether the stream ran to its end or was closed (by the client, or by the server's
-``interrupt_requests`` when another request waits).
+whether it streamed, offered tools and came back as calls, its prompt's tokens, how many of them the slot
+evaluated (those past the prefix it shared with the previous request and answer: what a one-slot server's
+cached prompt saves) and how many it generated, and whether the stream ran to its end or was closed (by the
+client, or by the server's ``interrupt_requests`` when another request waits).
 
     python serve_llama_cpp.py --model M.gguf --chat_format gemma3 --host 127.0.0.2 --port 8766 --n_ctx 2048
 """
@@ -258,6 +258,7 @@ def logging_requests(create_chat_completion, path: str):
                 "stream": stream,
                 "tools": len(kwargs.get("tools") or []),
                 "answer": answer_kind,
+                "prompt_tokens": max(len(after) - generated, 0),
                 "evaluated_tokens": max(len(after) - _shared_prefix(before, after) - generated, 0),
                 "generated_tokens": generated,
                 "ended": ended,

@@ -250,7 +250,7 @@ def run_eval(arguments: list[str]) -> int:
         str(ROOT / ".venv" / "bin" / "python"),
         *("-m", "benchmarks.eval", "--model", "gpt-4o-mini", "--model-name", name),
         *EVAL_SIZE,
-        *("--context-window", str(QWEN.context_window), *arguments),
+        *("--context-window", str(QWEN.context_window), "--server-log", str(request_log), *arguments),
     ]
     environment = {
         "OPENAI_BASE_URL": f"http://{HOST}:{port}/v1",
