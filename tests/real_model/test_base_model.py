@@ -4,7 +4,7 @@ What a small model writes is not judged; the product's handling of it is: folds 
 500, no stored message changes, an overflow is prevented (Context Window declared) or recognised and compacted
 (not declared: the server's own signal), and a pause names its reason. The stock Agent runs the same script at
 the same N beside it. Each turn's status and time, the folds, pauses and overflows go to
-``test-artifacts/real-model/report.json`` (docs/real-model.md).
+``test-artifacts/real-model/base.json`` (docs/real-model.md).
 """
 
 import json
