@@ -224,11 +224,11 @@ def usage(tokens: InputTokens, output_tokens: int) -> dict:
     }
 
 
-def content(text: str, tool_call: dict | None) -> list[dict]:
-    """The answer's blocks: the text (none when empty, as Claude answers nothing), or a call of a tool
-    (``{"id", "name", "input"}``)."""
-    if tool_call is not None:
-        return [{"type": "tool_use", **tool_call}]
+def content(text: str, tool_calls: list[dict]) -> list[dict]:
+    """The answer's blocks: the text (none when empty, as Claude answers nothing), or calls of tools
+    (``{"id", "name", "input"}`` each, one ``tool_use`` block each)."""
+    if tool_calls:
+        return [{"type": "tool_use", **call} for call in tool_calls]
     return [{"type": "text", "text": text}] if text else []
 
 

@@ -19,6 +19,12 @@ Answering rules:
   whole as "The user wrote: ..." without the source-length cap, as instruct models do with short messages;
   ``heading_style`` writes the headings as ``## Key facts`` (markdown) or ``**Key facts:**`` (bold); ``echo_output``
   answers with the instruction itself, as a weak model parrots its prompt.
+* Named tools: the last user message names offered tools other than ``SEARCH_TOOL`` by their names (as a user
+  asks "read the build log with read_build_log"). The model calls them: one per answer, in the order named, or all
+  in one answer (parallel tool calls) when the message says "at once", "in parallel" or "at the same time"; each
+  string argument of a tool's schema is given the message's key words. A tool already called after that message is
+  not called again; once all are, the answer is ``From the tools: `` plus the first line of each result, in order,
+  joined by `` | `` (a model answering from what the tools gave it, the start of a long result first).
 * Chat request: the last user message is the question. If it does not ask about the past ("which", "what",
   "remember", "were we" or a trailing "?"), the answer is ``OK: `` plus the first 8 words of the question.
   A recall question is answered, first rule that applies:
@@ -137,6 +143,7 @@ STOP_WORDS = frozenset(
 )
 LINE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?")
 SEARCH_TOOL = "search_earlier_messages"
+TOOLS_AT_ONCE = re.compile(r"\b(?:at once|in parallel|at the same time)\b", re.IGNORECASE)
 GARBAGE = " ".join(itertools.repeat("lorem ipsum dolor sit amet", 400))
 
 ERROR_KINDS = {
@@ -367,10 +374,16 @@ def summarize(messages: list[dict], *, verbose: bool = False, heading_style: str
 
 @dataclass(frozen=True)
 class Reply:
-    """What the model answers: text, or a call of ``SEARCH_TOOL`` with ``tool_query``."""
+    """What the model answers: text, a call of ``SEARCH_TOOL`` with ``tool_query``, or ``calls`` of named tools
+    (name and arguments each)."""
 
     content: str = ""
     tool_query: str | None = None
+    calls: tuple[tuple[str, dict], ...] = ()
+
+    @property
+    def calls_tools(self) -> bool:
+        return self.tool_query is not None or bool(self.calls)
 
 
 def key_words(text: str) -> list[str]:
@@ -409,8 +422,41 @@ def offers_search_tool(tools: list[dict] | None) -> bool:
     return any((tool.get("function") or {}).get("name") == SEARCH_TOOL for tool in tools or [])
 
 
+def named_tools_reply(messages: list[dict], tools: list[dict] | None) -> Reply | None:
+    """The "named tools" rule: a call of the named tools not called yet, then an answer from their results."""
+    last_user = _last_user(messages)
+    if last_user is None:
+        return None
+    question = content_text(messages[last_user].get("content"))
+    offered = {
+        function["name"]: function
+        for function in ((tool.get("function") or {}) for tool in tools or [])
+        if function.get("name") and function["name"] != SEARCH_TOOL
+    }
+    named = sorted((name for name in offered if re.search(rf"\b{re.escape(name)}\b", question)), key=question.find)
+    if not named:
+        return None
+    later = messages[last_user + 1 :]
+    called = {call["function"]["name"] for message in later for call in message.get("tool_calls") or []}
+    pending = [name for name in named if name not in called]
+    if pending:
+        batch = pending if TOOLS_AT_ONCE.search(question) else pending[:1]
+        return Reply(calls=tuple((name, _arguments(offered[name], question)) for name in batch))
+    results = [content_text(message.get("content")) for message in later if message.get("role") == "tool"]
+    heads = [next((line.strip() for line in result.splitlines() if line.strip()), "") for result in results]
+    return Reply("From the tools: " + " | ".join(heads))
+
+
+def _arguments(function: dict, question: str) -> dict:
+    properties = (function.get("parameters") or {}).get("properties") or {}
+    words = " ".join(key_words(question))
+    return {name: words for name, schema in properties.items() if schema.get("type") == "string"}
+
+
 def chat_reply(messages: list[dict], tools: list[dict] | None = None) -> Reply:
     """Answer the last user message using only facts found in the other messages (rules in the module docstring)."""
+    if (named := named_tools_reply(messages, tools)) is not None:
+        return named
     last_user = _last_user(messages)
     question = content_text(messages[last_user].get("content")).strip() if last_user is not None else ""
     if not (RECALL_WORDS.search(question) or question.endswith("?")):
@@ -609,10 +655,10 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         prompt_seconds = _seconds(evaluated, config.prompt_tokens_per_s)
         reply = _reply(config, kind, messages, body.get("tools"), faults_apply)
         finish_reason = "stop"
-        if cap is not None and not reply.tool_query and len(reply.content) > cap * 4:
+        if cap is not None and not reply.calls_tools and len(reply.content) > cap * 4:
             reply, finish_reason = Reply(reply.content[: cap * 4]), "length"
         request_id = next(ids)
-        tool_calls = _tool_calls(request_id, reply.tool_query)
+        tool_calls = _tool_calls(request_id, reply)
         finish_reason = "tool_calls" if tool_calls else finish_reason
         completion_tokens = profile.completion_tokens(reply.content or json.dumps(tool_calls))
         usage = {
@@ -691,14 +737,20 @@ def build_app(config: FakeModelConfig) -> FastAPI:
 
         reply = _reply(config, kind, messages, shaped["tools"], faults_apply)
         cap, stop_reason = body["max_tokens"], "end_turn"
-        if not reply.tool_query and len(reply.content) > cap * 4:
+        if not reply.calls_tools and len(reply.content) > cap * 4:
             reply, stop_reason = Reply(reply.content[: cap * 4]), "max_tokens"
         request_id = next(ids)
-        call = None
-        if reply.tool_query is not None:
-            call = {"id": f"toolu_fake_{request_id}", "name": SEARCH_TOOL, "input": {"query": reply.tool_query}}
+        calls = [
+            {
+                "id": call["id"].replace("call_", "toolu_"),
+                "name": call["function"]["name"],
+                "input": json.loads(call["function"]["arguments"]),
+            }
+            for call in _tool_calls(request_id, reply)
+        ]
+        if calls:
             stop_reason = "tool_use"
-        completion_tokens = estimate_completion_tokens(reply.content or (json.dumps(call["input"]) if call else ""))
+        completion_tokens = estimate_completion_tokens(reply.content or "".join(json.dumps(c["input"]) for c in calls))
         model = str(body.get("model") or "")
         served, app.state.anthropic_caches[model] = anthropic_request(
             app.state.anthropic_caches.get(model, PromptCache()),
@@ -720,7 +772,7 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         )
         answer = (
             {"id": f"msg_fake_{request_id}", "model": body.get("model")},
-            fake_anthropic.content(reply.content, call),
+            fake_anthropic.content(reply.content, calls),
             stop_reason,
             fake_anthropic.usage(served, completion_tokens),
         )
@@ -836,13 +888,19 @@ async def _paced(chunks: list[str], pacing: _Pacing, slot: _Slot | None, release
                 evaluation.add_done_callback(lambda _evaluation: release())
 
 
-def _tool_calls(request_id: int, query: str | None) -> list[dict]:
-    """The OpenAI ``tool_calls`` of a reply that searches earlier messages; none for a text reply."""
-    if query is None:
-        return []
-    arguments = json.dumps({"query": query})
+def _tool_calls(request_id: int, reply: Reply) -> list[dict]:
+    """The OpenAI ``tool_calls`` of a reply that searches earlier messages or calls named tools; none for text."""
+    if reply.tool_query is not None:
+        arguments = json.dumps({"query": reply.tool_query})
+        function = {"name": SEARCH_TOOL, "arguments": arguments}
+        return [{"id": f"call_fake_{request_id}", "type": "function", "function": function}]
     return [
-        {"id": f"call_fake_{request_id}", "type": "function", "function": {"name": SEARCH_TOOL, "arguments": arguments}}
+        {
+            "id": f"call_fake_{request_id}_{index}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
+        for index, (name, arguments) in enumerate(reply.calls)
     ]
 
 

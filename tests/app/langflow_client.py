@@ -49,6 +49,7 @@ STATE = Table(
     Column("created_at", UTCDateTime()),
     Column("updated_at", UTCDateTime()),
 )
+TOOL_OUTPUT = {"name": "component_as_tool", "display_name": "Toolset", "method": "to_toolkit", "types": ["Tool"]}
 FOLDED_SESSION_TURNS = 12  # at N=2 the 12th turn has 21 older messages: it folds messages 1-20
 FOLDED_MESSAGES = 20
 SETTLE_TIMEOUT_S = 120  # longer than any fold a test makes (three batches of the 30 s fold timeout)
@@ -77,17 +78,30 @@ class LangflowClient:
         raise LookupError(f"{name} is not in the component catalogue")
 
     def create_agent_flow(
-        self, *, session_memory: bool, n_messages: int, project_id: str | None = None, model: list[dict] = MODEL
+        self,
+        *,
+        session_memory: bool,
+        n_messages: int,
+        project_id: str | None = None,
+        model: list[dict] = MODEL,
+        tools: tuple[str, ...] = (),
     ) -> tuple[str, str]:
         """Chat Input -> (Session Memory) Agent -> Chat Output; returns (flow id, agent node id).
 
-        ``model`` is the Agent's model selection (the bundled server answers OpenAI's and Anthropic's APIs)."""
+        ``model`` is the Agent's model selection (the bundled server answers OpenAI's and Anthropic's APIs).
+        ``tools``: the code of custom components connected to the Agent's Tools in tool mode, as a builder
+        connects one (the editor's Tool Mode switch)."""
         flow = json.loads(STARTER_FLOW.read_text())
         graph = flow["data"]
         keep = {n["id"] for n in graph["nodes"] if n["data"]["type"] in {"ChatInput", "ChatOutput", "Agent"}}
+        tool_edge = next(e for e in graph["edges"] if e["data"]["targetHandle"]["fieldName"] == "tools")
         graph["nodes"] = [n for n in graph["nodes"] if n["id"] in keep]
         graph["edges"] = [e for e in graph["edges"] if e["source"] in keep and e["target"] in keep]
         agent = next(n for n in graph["nodes"] if n["data"]["type"] == "Agent")
+        for index, code in enumerate(tools):
+            node, edge = self._tool_node(code, index, agent["id"], tool_edge)
+            graph["nodes"].append(node)
+            graph["edges"].append(edge)
         if session_memory:
             agent["data"]["node"] = copy.deepcopy(self.catalogue_entry("SessionMemoryAgent"))
             agent["data"]["type"] = "SessionMemoryAgent"
@@ -101,6 +115,35 @@ class LangflowClient:
             body["folder_id"] = project_id
         created = self.http.post("/api/v1/flows/", json=body).raise_for_status().json()
         return created["id"], agent["id"]
+
+    def _tool_node(self, code: str, index: int, agent_id: str, tool_edge: dict) -> tuple[dict, dict]:
+        """A custom component's node in tool mode (Langflow builds it from ``code``), and its edge to the Agent."""
+        response = self.http.post("/api/v1/custom_component", json={"code": code})
+        assert response.status_code == 200, response.text
+        built = response.json()
+        component = built["data"]
+        component["tool_mode"] = True
+        component["outputs"] = [TOOL_OUTPUT]
+        kind = built["type"]
+        node_id = f"{kind}-tool{index}"
+        edge = copy.deepcopy(tool_edge)
+        source = {"dataType": kind, "id": node_id, "name": TOOL_OUTPUT["name"], "output_types": ["Tool"]}
+        edge["data"]["sourceHandle"] = source
+        edge["data"]["targetHandle"]["id"] = agent_id
+        edge.update(
+            id=f"tool-edge-{index}",
+            source=node_id,
+            target=agent_id,
+            sourceHandle=json.dumps(source).replace('"', "œ"),
+        )
+        edge["targetHandle"] = json.dumps(edge["data"]["targetHandle"]).replace('"', "œ")
+        node = {
+            "id": node_id,
+            "type": "genericNode",
+            "position": {"x": 0, "y": 300 * (index + 1)},
+            "data": {"id": node_id, "type": kind, "node": component},
+        }
+        return node, edge
 
     def run(
         self,
@@ -176,7 +219,13 @@ class LangflowClient:
         return flow_id, agent_id
 
     def seeded_folded_session(
-        self, session_id: str, *, project_id: str | None = None, turns: int = FOLDED_SESSION_TURNS
+        self,
+        session_id: str,
+        *,
+        project_id: str | None = None,
+        turns: int = FOLDED_SESSION_TURNS,
+        tools: tuple[str, ...] = (),
+        model: list[dict] = MODEL,
     ) -> tuple[str, str]:
         """What :meth:`folded_session` leaves, written with SQL: ``turns`` past turns, messages 1-20 folded.
 
@@ -184,7 +233,9 @@ class LangflowClient:
         echo "OK: ..."), owned by the logged-in user, ten minutes ago and one second apart;
         the summary row is the one the fold would write (it names CODE-0 to CODE-9).
         """
-        flow_id, agent_id = self.create_agent_flow(session_memory=True, n_messages=2, project_id=project_id)
+        flow_id, agent_id = self.create_agent_flow(
+            session_memory=True, n_messages=2, project_id=project_id, tools=tools, model=model
+        )
         with self.engine.begin() as connection:
             cursor = seed_turns(connection, flow_id, self.user_id, session_id, turns=turns, agent_id=agent_id)
             insert_state_row(

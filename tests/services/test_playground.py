@@ -12,6 +12,7 @@ from langflow_session_memory.services.session_memory.playground import (
     as_markdown,
     memory_step,
     store_without_notes,
+    with_turn_facts,
     without_notes,
 )
 from langflow_session_memory.services.session_memory.turn import Turn
@@ -82,6 +83,15 @@ async def test_a_tool_step_added_after_the_first_write_stays_among_the_steps():
 def test_a_message_without_the_step_is_handed_on_unchanged():
     plain = answer(TextContent(text="hello"))
     assert without_notes(plain) is plain
+
+
+def test_a_turn_s_fitted_calls_get_a_step_of_their_own_when_the_session_has_no_notes_yet():
+    facts = {"calls_fitted_to_window": 1, "tool_results_clipped": 1}
+    [step, text] = with_turn_facts(answer(TextContent(text="hello")), facts).content_blocks
+    assert (step.name, step.tool_input, step.output) == (STEP_NAME, facts, None)
+    assert text.text == "hello"
+    plain = answer(TextContent(text="hello"))
+    assert with_turn_facts(plain, {}) is plain
 
 
 def test_a_section_header_after_a_bullet_starts_its_own_paragraph_in_the_playground():

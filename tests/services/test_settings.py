@@ -5,9 +5,11 @@ import pytest
 from langflow_session_memory.services.session_memory.settings import (
     FOLD_TIMEOUT_VARIABLE,
     RETIRED_CANCEL_VARIABLE,
+    TOOL_RESULT_SHARE_VARIABLE,
     WAIT_FOR_FOLDS_VARIABLE,
     fold_timeout_seconds,
     new_turn_waits_for_folds,
+    tool_result_share,
 )
 
 
@@ -26,6 +28,13 @@ def test_a_value_that_cannot_be_a_timeout_is_logged_and_the_default_holds(value,
         log["event"].startswith(f"session_memory_setting_ignored variable={FOLD_TIMEOUT_VARIABLE}")
         for log in captured_logs
     )
+
+
+@pytest.mark.parametrize(
+    ("raw", "share"), [(None, 0.1), ("0.25", 0.25), ("1", 1.0), ("0", 0.1), ("2", 0.1), ("x", 0.1)]
+)
+def test_a_read_tool_result_keeps_a_tenth_of_the_window_unless_an_operator_gives_another_share(raw, share):
+    assert tool_result_share({} if raw is None else {TOOL_RESULT_SHARE_VARIABLE: raw}) == share
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,10 @@ Everything here is a translation between Langflow's Agent and the service; the g
 what a run carries are ``agent_turn``'s, the rules the service's. Whatever goes wrong, the
 Agent gets Langflow's stock history and the turn goes on.
 
-The "prompt too long" recovery re-runs the Agent (:func:`run_with_context_recovery`) rather
-than wrapping each model call in a LangChain middleware through lfx's ``_build_middleware``:
-a middleware would have to cut this turn's tool messages out of the request to swap the
-history, and retry calls after a tool ran, which the re-run deliberately never does.
+"Prompt too long" at the turn's first model call re-runs the Agent with the history folded
+into new notes (:func:`run_with_context_recovery`): no tool has run yet. Every later call is
+fitted and, if refused, retried by a middleware around the model call
+(``call_fit_middleware``), so no tool runs twice.
 """
 
 from collections.abc import Awaitable, Callable
@@ -29,14 +29,11 @@ from langflow_session_memory.services.session_memory.agent_turn import (
     with_memory,
 )
 from langflow_session_memory.services.session_memory.assembly import notes_text
+from langflow_session_memory.services.session_memory.call_fit_middleware import CallFitMiddleware
+from langflow_session_memory.services.session_memory.context_size import CONTEXT_TOO_LONG, ContextTooLongError
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.recall_tool import with_recall_tool
-
-CONTEXT_TOO_LONG = (
-    "This conversation no longer fits the model's context window, even with older messages summarized. "
-    "Shorten your last message or the Agent's instructions, start a new session, or choose a model with a "
-    "larger context window."
-)
+from langflow_session_memory.services.session_memory.settings import tool_result_share
 
 __all__ = [
     "CONTEXT_TOO_LONG",
@@ -51,10 +48,6 @@ __all__ = [
     "stored_message",
     "with_memory_step",
 ]
-
-
-class ContextTooLongError(ValueError):
-    """The prompt does not fit even after hard compaction; the text tells the user what to do."""
 
 
 def agent_model(component, llm):
@@ -75,9 +68,18 @@ def agent_model(component, llm):
 
 
 def agent_middleware(component, llm, middleware: list) -> list:
-    """Langflow's middleware for the Agent, then the prompt-cache breakpoints where the provider caches only
-    what a request marks (Anthropic): the notes the run sends are read at each model call."""
-    return [*middleware, *prompt_caching.cache_breakpoints(llm, lambda: _notes_sent(component))]
+    """Langflow's middleware for the Agent, then the fitting of calls after a tool to the window, then the
+    prompt-cache breakpoints where the provider caches only what a request marks (Anthropic), so that they
+    mark the request as sent. Both read the notes the run sends at each model call."""
+    declared = configured_context_window(component) or None
+    fit = CallFitMiddleware(
+        window=context_size.context_window(llm, declared),
+        declared_window=declared,
+        result_share=tool_result_share(),
+        notes=lambda: _notes_sent(component),
+        report=run_state(component).reductions.add,
+    )
+    return [*middleware, fit, *prompt_caching.cache_breakpoints(llm, lambda: _notes_sent(component))]
 
 
 def _notes_sent(component) -> str | None:
@@ -179,9 +181,10 @@ async def _add_fold_usage(component, result: Message) -> Message:
         f"cached_input_tokens={cached} cache_write_input_tokens={written} "
         f"fold_cached_input_tokens={history.cached_input_tokens} "
         f"usage={'estimated' if estimated else 'reported'} folded={history.folded} "
-        f"history_messages={len(history.messages)}"
+        f"history_messages={len(history.messages)}{_reduced_fields(state.reductions)}"
     )
     result = playground.with_step_facts(result, _cache_facts(cached, written, history))
+    result = playground.with_turn_facts(result, state.reductions.facts())
     if not (history.input_tokens or history.output_tokens or estimated):
         return result  # Chat Output stores the step's counts with the answer
     total = Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens)
@@ -192,6 +195,18 @@ async def _add_fold_usage(component, result: Message) -> Message:
     if result.get_id():
         result = await component._update_stored_message(result)
     return result
+
+
+def _reduced_fields(reductions) -> str:
+    """The log line's account of calls fitted to the window (``call_fit``), when there were any."""
+    last = reductions.last
+    if last is None:
+        return ""
+    return (
+        f" calls_fitted_to_window={reductions.calls} retried_after_too_long={reductions.retried}"
+        f" history_left_out={last.history_left_out} tool_results_clipped={last.results_clipped}"
+        f" tool_result_tokens_before={last.result_tokens_before} tool_result_tokens_after={last.result_tokens_after}"
+    )
 
 
 def _cache_facts(cached: int, written: int, history) -> dict:
@@ -229,29 +244,28 @@ async def _record_call_size(component) -> None:
 
 
 async def run_with_context_recovery(component, agent, run: Callable[[object], Awaitable[Message]]) -> Message:
-    """Run the Agent; if the provider says the prompt is too long, compact hard and retry once.
+    """Run the Agent; if the provider says the prompt is too long at its first model call, compact hard
+    and run it once more.
 
-    Only a run refused at its first model call is retried: after that a tool may have
-    run, and running the Agent again would run it twice, so such a run ends with
-    :data:`CONTEXT_TOO_LONG`. The user's message is stored once (by Chat Input, before
-    this); the retry only sends a shorter history. A second refusal, or a prompt that
-    cannot shrink below the window, ends the turn with :data:`CONTEXT_TOO_LONG` instead of
-    a provider stack trace.
+    Only a run refused at its first model call is run again: after that a tool has run, and
+    running the Agent again would run it twice; there the call itself is retried, smaller
+    (``call_fit_middleware``). The user's message is stored once (by Chat Input, before this);
+    the retry only sends a shorter history. A second refusal, or a prompt that cannot shrink
+    below the window, ends the turn with :data:`CONTEXT_TOO_LONG` instead of a provider stack
+    trace.
     """
     calls = run_state(component).calls
     started_before = calls.started if calls else 0
     try:
         return await run(agent)
+    except ContextTooLongError:
+        raise
     except Exception as error:
-        if not _refused_as_too_long(component, error):
-            raise
         model_calls = (calls.started if calls else 0) - started_before
-        await logger.awarning(
-            f"session_context_overflow attempt=1 result=refused reason={describe(error)!r} model_calls={model_calls}"
-        )
-        if model_calls > 1:
-            await logger.awarning("session_context_overflow attempt=1 action=give_up reason=tools_already_ran")
-            raise ContextTooLongError(CONTEXT_TOO_LONG) from error
+        # After a tool ran, the call-fitting middleware has already retried (or judged) the refused call.
+        if model_calls > 1 or not _refused_as_too_long(component, error):
+            raise
+        await logger.awarning(f"session_context_overflow attempt=1 result=refused reason={describe(error)!r}")
         compacted = await _compacted_history(component)
         if compacted is None:
             raise ContextTooLongError(CONTEXT_TOO_LONG) from error
@@ -274,8 +288,6 @@ def _refused_as_too_long(component, error: Exception) -> bool:
     stream, which LangChain reports as "No generations found in stream"; the Agent always
     streams. See :func:`context_size.is_probable_overflow` for where an empty stream counts.
     """
-    if not context_size.is_empty_stream(error):
-        return context_size.is_context_length_error(error)
     # Only the builder's own Context Window: a local server behind the OpenAI provider serves under a
     # cloud model's name, whose LangChain profile claims a window the server does not have.
     return context_size.is_probable_overflow(

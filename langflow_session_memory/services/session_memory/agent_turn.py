@@ -6,7 +6,7 @@ stock one. What a run carries between Langflow's hooks lives in one :class:`RunS
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -20,6 +20,7 @@ from lfx.schema.message import Message
 from lfx.utils.langflow_utils import has_langflow_db_backend
 
 from langflow_session_memory.services.session_memory import context_size
+from langflow_session_memory.services.session_memory.call_fit import Reduction
 from langflow_session_memory.services.session_memory.model import SessionKey
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
@@ -70,12 +71,41 @@ class ModelCalls(AsyncCallbackHandler):
 
 
 @dataclass
+class CallReductions:
+    """What fitting the run's model calls to the window changed (``call_fit``): how many calls, whether one
+    was retried after "prompt too long", and the last reduction, for the log line and the Session memory step."""
+
+    calls: int = 0
+    retried: bool = False
+    last: Reduction | None = None
+
+    def add(self, reduction: Reduction, retry: bool) -> None:
+        self.calls += 1
+        self.retried = self.retried or retry
+        self.last = reduction
+
+    def facts(self) -> dict:
+        """Counts and estimated sizes, never text; empty when no call was reduced."""
+        if self.last is None:
+            return {}
+        return {
+            "calls_fitted_to_window": self.calls,
+            "retried_after_too_long": self.retried,
+            "history_left_out": self.last.history_left_out,
+            "tool_results_clipped": self.last.results_clipped,
+            "tool_result_tokens": f"{self.last.result_tokens_before} -> {self.last.result_tokens_after}",
+        }
+
+
+@dataclass
 class RunState:
-    """What one run of the Agent carries from hook to hook: its model, the calls it made, the history it got."""
+    """What one run of the Agent carries from hook to hook: its model, the calls it made, the history it got,
+    and what fitting its calls to the window changed."""
 
     model: BaseChatModel | None = None
     calls: ModelCalls | None = None
     history: History | None = None
+    reductions: CallReductions = field(default_factory=CallReductions)
 
 
 def run_state(component) -> RunState:

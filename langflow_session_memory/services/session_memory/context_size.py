@@ -12,6 +12,11 @@ from collections.abc import Iterable
 
 from langchain_core.exceptions import ContextOverflowError
 
+CONTEXT_TOO_LONG = (
+    "This conversation no longer fits the model's context window, even with older messages summarized. "
+    "Shorten your last message or the Agent's instructions, start a new session, or choose a model with a "
+    "larger context window."
+)
 EARLY_FOLD_RATIO = 0.8
 TARGET_RATIO = 0.5
 RECORD_RATIO = 0.4  # a last call below this share of the window cannot matter to the early fold
@@ -50,21 +55,39 @@ _CONTEXT_OVERFLOW = re.compile(
 EMPTY_STREAM = "No generations found in stream"
 EMPTY_STREAM_WORDINGS = (EMPTY_STREAM, "No generation chunks were returned")
 _DIGIT = re.compile(r"\d")
+_MARK = re.compile(r"[^\w\s]")
+# Where a provider's refusal names its window (the texts in tests/services/test_overflow_signals.py): OpenAI,
+# vLLM and llama-cpp-python; Anthropic; Mistral; OpenAI-compatible gateways; llama-server.
+_WINDOW_NAMED = re.compile(
+    r"maximum context length is (\d+)|tokens > (\d+) maximum|with (\d+) maximum context length"
+    r"|while limit is (\d+)|configured limit of (\d+)|'n_ctx': (\d+)",
+    re.IGNORECASE,
+)
 # An empty stream counts as an overflow only where the request could be one: this share of the window.
 EMPTY_STREAM_OVERFLOW_RATIO = 0.5
 
 
+class ContextTooLongError(ValueError):
+    """The prompt does not fit even after hard compaction; the text tells the user what to do."""
+
+
 def estimate_tokens(text: str | None) -> int:
-    """One message's tokens: one per 4 characters, one per digit, and 4 for the message's framing.
+    """One message's tokens: one per 4 characters, one per digit and per punctuation mark, and 4 for the
+    message's framing.
 
     Llama, Gemma, Qwen and Mistral tokenizers split numbers into single digits: on log lines
     and invoices Gemma 3 counted 1.8 to 2.8 times ``characters / 4`` (docs/real-model.md), so
-    digits are counted one by one. OpenAI's tokenizers group digits by three: there the
-    estimate errs on the large side, which only makes an early fold come a little sooner.
+    digits are counted one by one. Punctuation mostly stands alone too: on a compiler log
+    (``[00042] cc -c src/module_42.c -o build/module.o: ok``) ``characters / 4`` and digits
+    came to 0.7 of a count of words, digits and marks, and the call fitted to a 16,000-token
+    llama.cpp window by it overflowed (tests/app/test_tool_results.py). OpenAI's tokenizers
+    group digits by three and merge some marks: there the estimate errs on the large side,
+    which only makes an early fold come a little sooner.
     """
     text = text or ""
     digits = len(_DIGIT.findall(text))
-    return math.ceil((len(text) - digits) / 4) + digits + 4
+    marks = len(_MARK.findall(text))
+    return math.ceil((len(text) - digits - marks) / 4) + digits + marks + 4
 
 
 def _chain(error: BaseException):
@@ -84,6 +107,14 @@ def is_context_length_error(error: BaseException) -> bool:
     provider's text (:data:`OVERFLOW_PHRASES`).
     """
     return any(isinstance(e, ContextOverflowError) or _CONTEXT_OVERFLOW.search(str(e)) for e in _chain(error))
+
+
+def window_named_in(error: BaseException) -> int | None:
+    """The context window a provider's refusal states (``maximum context length is 16385 tokens``), if it does."""
+    for cause in _chain(error):
+        if found := _WINDOW_NAMED.search(str(cause)):
+            return int(next(group for group in found.groups() if group))
+    return None
 
 
 def is_empty_stream(error: BaseException) -> bool:

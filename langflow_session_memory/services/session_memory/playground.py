@@ -62,6 +62,15 @@ def with_step_facts(message: Message, facts: dict) -> Message:
     return message.model_copy(update={"content_blocks": blocks})
 
 
+def with_turn_facts(message: Message, facts: dict) -> Message:
+    """The message with ``facts`` on its step, a step made for them when it has none (a turn whose calls were
+    fitted to the window before the session had notes)."""
+    if not facts or any(_steps(message.content_blocks)):
+        return with_step_facts(message, facts)
+    step = ToolContent(name=STEP_NAME, tool_input=facts, header={"title": STEP_NAME, "icon": STEP_ICON})
+    return message.model_copy(update={"content_blocks": [step, *message.content_blocks]})
+
+
 def as_markdown(notes: str) -> str:
     """The notes as the Playground renders them: a blank line closes a list before a section header.
 

@@ -21,6 +21,8 @@ WAIT_FOR_FOLDS_VARIABLE = "SESSION_MEMORY_NEW_TURN_WAITS_FOR_FOLD"
 WAIT_FOR_FOLDS_CHOICES = ("self-hosted", "always", "never")
 # Replaced by WAIT_FOR_FOLDS_VARIABLE: cancelling a fold saved nothing on a one-slot server (new_turn_waits_for_folds).
 RETIRED_CANCEL_VARIABLE = "SESSION_MEMORY_NEW_TURN_CANCELS_FOLD"
+TOOL_RESULT_SHARE_VARIABLE = "SESSION_MEMORY_TOOL_RESULT_SHARE"
+TOOL_RESULT_SHARE = 0.1
 # Host names that only resolve on a local machine or a private network (Docker Compose service
 # names have no dot at all).
 _PRIVATE_NAME_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
@@ -31,20 +33,36 @@ def fold_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
 
     A model on a CPU may need longer (Gemma 3 270M on one shared core: 30-70 s a batch).
     """
-    raw = environ.get(FOLD_TIMEOUT_VARIABLE, "").strip()
+    return _positive_number(
+        environ,
+        FOLD_TIMEOUT_VARIABLE,
+        FOLD_TIMEOUT_SECONDS,
+        highest=LONGEST_FOLD_TIMEOUT_SECONDS,
+        reason=f"not_a_number_of_seconds_up_to_{int(LONGEST_FOLD_TIMEOUT_SECONDS)}",
+    )
+
+
+def tool_result_share(environ: Mapping[str, str] = os.environ) -> float:
+    """The share of the context window a tool result the model has already read may keep in the turn's next
+    model calls (``call_fit``): 0.1 unless the operator says otherwise; 1 keeps every result whole while it fits."""
+    return _positive_number(
+        environ, TOOL_RESULT_SHARE_VARIABLE, TOOL_RESULT_SHARE, highest=1.0, reason="not_a_share_over_0_up_to_1"
+    )
+
+
+def _positive_number(environ: Mapping[str, str], variable: str, default: float, *, highest: float, reason: str):
+    """The number ``variable`` holds, over 0 and at most ``highest``; ``default`` when unset or not such a number."""
+    raw = environ.get(variable, "").strip()
     if not raw:
-        return FOLD_TIMEOUT_SECONDS
+        return default
     try:
-        seconds = float(raw)
+        value = float(raw)
     except ValueError:
-        seconds = math.nan
-    if not 0 < seconds <= LONGEST_FOLD_TIMEOUT_SECONDS:
-        logger.warning(
-            f"session_memory_setting_ignored variable={FOLD_TIMEOUT_VARIABLE} "
-            f"reason=not_a_number_of_seconds_up_to_{int(LONGEST_FOLD_TIMEOUT_SECONDS)} default={FOLD_TIMEOUT_SECONDS}"
-        )
-        return FOLD_TIMEOUT_SECONDS
-    return seconds
+        value = math.nan
+    if not 0 < value <= highest:
+        logger.warning(f"session_memory_setting_ignored variable={variable} reason={reason} default={default}")
+        return default
+    return value
 
 
 def new_turn_waits_for_folds(model_url: str | None, environ: Mapping[str, str] = os.environ) -> bool:

@@ -1,0 +1,209 @@
+"""A model call inside a turn, after a tool ran, made to fit the context window (pure).
+
+One huge tool result can cross the window in the middle of a turn. Re-running the Agent would
+run its tools again, so the call itself is what is made smaller, in this order (the first that
+makes it fit ends it):
+
+1. tool results the model has already read (those followed by a later model answer) over
+   ``result_cap`` tokens are clipped, as LangChain's ``ClearToolUsesEdit`` and the OpenAI Agents
+   SDK's ``ToolOutputTrimmer`` clear old results: done before every call that follows a tool;
+2. the history before the turn's user message is reduced to the notes (the search tool still
+   reaches what the notes dropped);
+3. the largest tool results of this turn are clipped, all to one size, just enough to fit.
+
+A clipped result keeps its head and its tail with a one-line marker between them saying how much
+was cut and that the tool can be asked again with a narrower request. No message is removed from
+the turn, so every tool call keeps its result and every result its call; what the Agent's graph
+and Langflow store is not changed (only the request sent is).
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from langflow_session_memory.services.session_memory import context_size
+from langflow_session_memory.services.session_memory.assembly import SUMMARY_ACKNOWLEDGEMENT
+
+FIT_RATIO = 0.9  # a call estimated above this share of the window is reduced: the rest is its answer's
+RETRY_SHRINK = 0.5  # a refused call whose size we underestimated is retried at this share of our estimate
+MIN_CLIPPED_TOKENS = 200  # a clipped result keeps at least this much of its head and tail
+HEAD_SHARE = 0.75  # of what a clipped result keeps, the part from its start
+CLIP_MARKER = (
+    "\n[... {cut:,} of {total:,} characters of this tool result were cut here to fit the model's context window; "
+    "call the tool again with a narrower request to see that part ...]\n"
+)
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """What fitting one call changed, in counts and estimated tokens (never text)."""
+
+    size_before: int
+    size_after: int
+    history_left_out: int = 0
+    results_clipped: int = 0
+    result_tokens_before: int = 0
+    result_tokens_after: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.history_left_out or self.results_clipped)
+
+
+@dataclass(frozen=True)
+class FittedCall:
+    messages: list[BaseMessage]
+    reduction: Reduction
+
+    @property
+    def size(self) -> int:
+        return self.reduction.size_after
+
+
+def after_tool(messages: Sequence[BaseMessage]) -> bool:
+    """Whether this call follows a model answer of this turn (a tool ran): anything after the user's message."""
+    start = turn_start(messages)
+    return start is not None and start < len(messages) - 1
+
+
+def turn_start(messages: Sequence[BaseMessage]) -> int | None:
+    """The turn's user message: the last user-role message (the turn goes on with answers and tool results only)."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+
+
+def fit_call(
+    messages: Sequence[BaseMessage], *, fixed_tokens: int, limit: int, result_cap: int | None, notes: str | None
+) -> FittedCall:
+    """The call's messages made to fit in ``limit`` tokens with ``fixed_tokens`` (system prompt, tools) beside them.
+
+    ``notes``: the text of the message carrying the session's notes, kept when the history is
+    reduced. The result may still not fit (the user's message alone is too large): its size says so.
+    """
+    start = turn_start(messages)
+    size_before = fixed_tokens + sizes(messages)
+    if start is None:
+        return FittedCall(list(messages), Reduction(size_before, size_before))
+    history, turn = list(messages[:start]), list(messages[start:])
+    caps = {
+        i: result_cap for i in _read_results(turn) if result_cap is not None and message_tokens(turn[i]) > result_cap
+    }
+    left_out = 0
+    if fixed_tokens + sizes(history) + sum(_capped_sizes(turn, caps).values()) > limit:
+        kept = notes_history(history, notes)
+        left_out, history = len(history) - len(kept), kept
+        caps = _caps_to_fit(turn, caps, room=limit - fixed_tokens - sizes(history))
+    fitted = [_clipped(message, caps[i]) if i in caps else message for i, message in enumerate(turn)]
+    return FittedCall(
+        [*history, *fitted],
+        Reduction(
+            size_before=size_before,
+            size_after=fixed_tokens + sizes(history) + sizes(fitted),
+            history_left_out=left_out,
+            results_clipped=len(caps),
+            result_tokens_before=sum(message_tokens(turn[i]) for i in caps),
+            result_tokens_after=sum(message_tokens(fitted[i]) for i in caps),
+        ),
+    )
+
+
+def retry_target(refused_size: int, limit: int | None) -> int:
+    """The size to retry a refused call at: inside the limit the provider (or the builder) gave, or, where our
+    estimate was already inside it or no limit is known, at :data:`RETRY_SHRINK` of the estimate."""
+    if limit and refused_size > limit:
+        return int(FIT_RATIO * limit)
+    return int(RETRY_SHRINK * refused_size)
+
+
+def notes_history(history: Sequence[BaseMessage], notes: str | None) -> list[BaseMessage]:
+    """The history reduced to the notes, acknowledged so that the user's message follows an answer
+    (strict chat templates want roles to alternate); nothing when there are no notes."""
+    if not notes or not any(isinstance(m, HumanMessage) and m.content == notes for m in history):
+        return []
+    return [HumanMessage(content=notes), AIMessage(content=SUMMARY_ACKNOWLEDGEMENT)]
+
+
+def sizes(messages: Sequence[BaseMessage]) -> int:
+    return sum(message_tokens(message) for message in messages)
+
+
+def message_tokens(message: BaseMessage) -> int:
+    """One message's estimated tokens: its text, and the arguments of the tools it calls."""
+    calls = getattr(message, "tool_calls", None) or []
+    return context_size.estimate_tokens(text_of(message)) + sum(
+        context_size.estimate_tokens(json.dumps(call.get("args") or {})) for call in calls
+    )
+
+
+def text_of(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        block if isinstance(block, str) else str(block.get("text", ""))
+        for block in content
+        if isinstance(block, str | dict)
+    )
+
+
+def clipped_text(text: str, max_tokens: int) -> str:
+    """``text`` with its middle replaced by :data:`CLIP_MARKER` so that it estimates at most ``max_tokens``
+    (or the marker's own size, when less is asked); the head keeps :data:`HEAD_SHARE` of what is kept."""
+    if context_size.estimate_tokens(text) <= max_tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # the longest kept length whose clip fits
+        middle = (low + high + 1) // 2
+        if context_size.estimate_tokens(_clip(text, middle)) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return _clip(text, low)
+
+
+def _clip(text: str, kept: int) -> str:
+    head = int(kept * HEAD_SHARE)
+    tail = kept - head
+    marker = CLIP_MARKER.format(cut=len(text) - kept, total=len(text))
+    return text[:head] + marker + (text[len(text) - tail :] if tail else "")
+
+
+def _read_results(turn: Sequence[BaseMessage]) -> list[int]:
+    """The turn's tool results that a later model answer has already read."""
+    last_answer = max((i for i, m in enumerate(turn) if isinstance(m, AIMessage)), default=-1)
+    return [i for i, m in enumerate(turn[:last_answer]) if isinstance(m, ToolMessage)]
+
+
+def _capped_sizes(turn: Sequence[BaseMessage], caps: dict[int, int]) -> dict[int, int]:
+    return {i: min(message_tokens(message), caps.get(i, message_tokens(message))) for i, message in enumerate(turn)}
+
+
+def _caps_to_fit(turn: Sequence[BaseMessage], caps: dict[int, int], room: int) -> dict[int, int]:
+    """``caps`` with the largest tool results capped at one size, the largest one that frees enough for ``room``."""
+    current = _capped_sizes(turn, caps)
+    excess = sum(current.values()) - room
+    results = {i: size for i, size in current.items() if isinstance(turn[i], ToolMessage)}
+    if excess <= 0 or not results:
+        return caps
+    level = water_level(list(results.values()), excess)
+    return caps | {i: level for i, size in results.items() if size > level}
+
+
+def water_level(sizes: Sequence[int], excess: int) -> int:
+    """The largest cap that frees at least ``excess`` when every size above it is cut to it (sizes at or
+    under it are not touched); never under :data:`MIN_CLIPPED_TOKENS`, where it may free less."""
+    ordered = sorted(sizes, reverse=True)
+    total = 0
+    for count, size in enumerate(ordered, start=1):
+        total += size
+        below = ordered[count] if count < len(ordered) else 0
+        level = (total - excess) // count
+        if level >= below:
+            return max(level, MIN_CLIPPED_TOKENS)
+    return MIN_CLIPPED_TOKENS
+
+
+def _clipped(message: BaseMessage, cap: int) -> BaseMessage:
+    """The result clipped to ``cap`` tokens, the marker included, so a clipped result never estimates over it."""
+    return message.model_copy(update={"content": clipped_text(text_of(message), cap)})

@@ -1,0 +1,112 @@
+"""The Agent's model calls after a tool ran, fitted to the context window (``call_fit``) and, when the
+provider still refuses one as too long, retried once, smaller, in the same turn.
+
+A LangChain middleware around each model call (lfx's ``_build_middleware``): retrying the call,
+not the Agent's run, runs no tool twice and stores the user's message once. The turn's first
+call is left to :func:`agent_history.run_with_context_recovery`, which folds the history into
+new notes before it runs the Agent again (no tool has run yet).
+
+Only ``awrap_model_call``: Langflow runs the Agent's graph asynchronously (``astream_events``).
+"""
+
+import json
+from collections.abc import Awaitable, Callable
+
+from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from lfx.log.logger import logger
+
+from langflow_session_memory.services.session_memory import call_fit, context_size
+from langflow_session_memory.services.session_memory.call_fit import FIT_RATIO, FittedCall, Reduction
+from langflow_session_memory.services.session_memory.context_size import CONTEXT_TOO_LONG, ContextTooLongError
+from langflow_session_memory.services.session_memory.reasons import describe
+
+REDUCED_EVENT = "session_context_reduced"
+
+
+class CallFitMiddleware(AgentMiddleware):
+    """Fits each model call that follows a tool to the window; retries one refused as too long, smaller.
+
+    ``window``: the window to respect (the builder's Context Window, else the model profile's; None when
+    unknown); ``declared_window``: the builder's alone, which decides whether an empty stream is an
+    overflow (a profile's window is a cloud model's, not a local server's). ``notes``: the notes
+    message's text as this run sends it. ``report``: told of every reduction, and whether it was a retry.
+    """
+
+    def __init__(
+        self,
+        *,
+        window: int | None,
+        declared_window: int | None,
+        result_share: float,
+        notes: Callable[[], str | None],
+        report: Callable[[Reduction, bool], None],
+    ) -> None:
+        self.window = window
+        self.declared_window = declared_window
+        self.result_share = result_share
+        self.notes = notes
+        self.report = report
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        if not call_fit.after_tool(request.messages):
+            return await handler(request)
+        fixed = fixed_tokens(request)
+        sent = request
+        if self.window:
+            fitted = await self._fitted(request, fixed, int(FIT_RATIO * self.window), retry=False)
+            if fitted.size > self.window:
+                await logger.awarning(f"session_context_overflow call=after_tool size={fitted.size} action=give_up")
+                raise ContextTooLongError(CONTEXT_TOO_LONG)
+            sent = request.override(messages=fitted.messages)
+        try:
+            return await handler(sent)
+        except Exception as error:
+            size = fixed + call_fit.sizes(sent.messages)
+            if not self._refused(error, size):
+                raise
+            await logger.awarning(
+                f"session_context_overflow call=after_tool attempt=1 result=refused reason={describe(error)!r}"
+            )
+            limit = context_size.window_named_in(error) or self.window
+            retry = await self._fitted(request, fixed, call_fit.retry_target(size, limit), retry=True)
+        try:
+            response = await handler(request.override(messages=retry.messages))
+        except Exception as error:
+            if not self._refused(error, retry.size):
+                raise
+            await logger.awarning("session_context_overflow call=after_tool attempt=2 result=refused action=give_up")
+            raise ContextTooLongError(CONTEXT_TOO_LONG) from error
+        await logger.ainfo("session_context_overflow call=after_tool attempt=2 result=answered")
+        return response
+
+    async def _fitted(self, request: ModelRequest, fixed: int, limit: int, *, retry: bool) -> FittedCall:
+        result_cap = int(self.result_share * self.window) if self.window else None
+        fitted = call_fit.fit_call(
+            request.messages, fixed_tokens=fixed, limit=limit, result_cap=result_cap, notes=self.notes()
+        )
+        reduction = fitted.reduction
+        if reduction.changed:
+            self.report(reduction, retry)
+            await logger.ainfo(
+                f"{REDUCED_EVENT} reason={'refused' if retry else 'window'} limit={limit} "
+                f"size_before={reduction.size_before} size_after={reduction.size_after} "
+                f"history_left_out={reduction.history_left_out} tool_results_clipped={reduction.results_clipped} "
+                f"tool_result_tokens_before={reduction.result_tokens_before} "
+                f"tool_result_tokens_after={reduction.result_tokens_after}"
+            )
+        return fitted
+
+    def _refused(self, error: Exception, size: int) -> bool:
+        return context_size.is_probable_overflow(error, request_tokens=size, context_window=self.declared_window)
+
+
+def fixed_tokens(request: ModelRequest) -> int:
+    """The estimated tokens of what fitting does not change: the system prompt and the tools' schemas."""
+    system = request.system_message
+    system_tokens = context_size.estimate_tokens(call_fit.text_of(system)) if system is not None else 0
+    return system_tokens + sum(
+        context_size.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in request.tools
+    )
