@@ -66,12 +66,12 @@ def test_the_api_needs_langflows_authentication(langflow):
 
 
 def as_the_browser(langflow, path: str, token: str | None = None):
-    """``GET path`` as a browser opening a link: its login cookie only (the superuser's, or ``token``), no header."""
-    from httpx import Cookies
-
+    """``GET path`` as a browser opening a link: its login cookie only (the superuser's, or ``token``; "" none)."""
     saved = langflow.http.cookies
     if token is not None:
-        langflow.http.cookies = Cookies({"access_token_lf": token})
+        langflow.http.cookies = type(saved)()
+        if token:
+            langflow.http.cookies.set("access_token_lf", token)
     try:
         with multi_user_mode():  # with auto-login on, Langflow logs any caller in: the cookie must be what decides
             return langflow.http.get(path, headers={"Authorization": ""})
