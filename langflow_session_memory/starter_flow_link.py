@@ -31,7 +31,8 @@ def users_copy(flows: list[dict], name: str, template_id: str) -> dict | None:
 
 def starter_flow_url(address: str, *, timeout_s: float = 60) -> str:
     """``address/flow/<id>`` of the auto-login user's Session Memory Chat, made now if the user has none."""
-    template_id, name = saved_flow()["id"], saved_flow()["name"]
+    saved = saved_flow()
+    template_id, name = saved["id"], saved["name"]
     with httpx.Client(base_url=address, timeout=timeout_s) as http:
         login = http.get("/api/v1/auto_login")
         if login.status_code != httpx.codes.OK:
@@ -41,8 +42,8 @@ def starter_flow_url(address: str, *, timeout_s: float = 60) -> str:
         flow = users_copy(mine.raise_for_status().json(), name, template_id)
         if flow is None:
             templates = http.get("/api/v1/flows/basic_examples/").raise_for_status().json()
-            template = next((t for t in templates if t["id"] == template_id), None)
-            if template is None:
+            installed = next((t for t in templates if t["id"] == template_id), None)  # refreshed to the installed code
+            if installed is None:
                 raise NoStarterFlow("the template is missing (LANGFLOW_CREATE_STARTER_PROJECTS=false?)")
-            flow = http.post("/api/v1/flows/", json=copy_of(template)).raise_for_status().json()
+            flow = http.post("/api/v1/flows/", json=copy_of(installed)).raise_for_status().json()
     return f"{address}/flow/{flow['id']}"
