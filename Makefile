@@ -20,12 +20,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # The whole suite in two processes (each backend's app tests in one; tests/conftest.py); it ends with its
-# wall-clock time (README, "Tests").
+# wall-clock time (docs/testing.md).
 test: install
 	@started=$$(date +%s); $(BIN)/pytest -q -n 2 --dist loadgroup; status=$$?; \
 	echo "make test: $$(( $$(date +%s) - started )) s"; exit $$status
 
-# Everything but the tests that start Langflow (marker app, set in tests/conftest.py): under 3 minutes.
+# Everything but the tests that start Langflow (marker app, set in tests/conftest.py): docs/testing.md.
 test-fast: install
 	$(BIN)/pytest -q -n 2 -m "not app"
 
@@ -47,11 +47,16 @@ validate-migrations: install
 # Langflow with this extension, on the project-local SQLite file unless LANGFLOW_DATABASE_URL is set.
 HOST ?= 127.0.0.1
 PORT ?= 7860
+# Langflow's own settings folder (its secret key among them), beside the database.
+CONFIG_DIR ?= $(CURDIR)/.langflow/config
 # DO_NOT_TRACK: Langflow's usage telemetry off (offline, each event logs a ConnectError at ERROR);
 # `make run DO_NOT_TRACK=false` sends it.
 DO_NOT_TRACK ?= true
-LANGFLOW_ENV := LANGFLOW_AUTO_LOGIN=true LANGFLOW_CONFIG_DIR=$(CURDIR)/.langflow/config \
+LANGFLOW_ENV := LANGFLOW_AUTO_LOGIN=true LANGFLOW_CONFIG_DIR=$(CONFIG_DIR) \
 	LITELLM_LOCAL_MODEL_COST_MAP=True DO_NOT_TRACK=$(DO_NOT_TRACK)
+# The bundled deterministic model server (OpenAI and Anthropic APIs): `make run` starts it when no model key is set.
+MODEL_HOST ?= 127.0.0.2
+MODEL_PORT ?= 8765
 
 .PHONY: backend run model-server
 
@@ -59,15 +64,14 @@ backend: install
 	@mkdir -p .langflow
 	$(LANGFLOW_ENV) $(BIN)/langflow run --backend-only --host $(HOST) --port $(PORT) --workers 1
 
+# Langflow with its UI; without OPENAI_API_KEY and ANTHROPIC_API_KEY also the bundled model server, which stops with
+# it (langflow_session_memory/launcher.py). Prints the address of the Session Memory Chat flow once Langflow answers.
 run: install
 	@mkdir -p .langflow
-	$(LANGFLOW_ENV) $(BIN)/langflow run --host $(HOST) --port $(PORT)
+	@$(LANGFLOW_ENV) $(BIN)/python -m langflow_session_memory run --host $(HOST) --port $(PORT) \
+		--model-host $(MODEL_HOST) --model-port $(MODEL_PORT)
 
-# The bundled deterministic model server (OpenAI-compatible) for `make run` without a real model:
-# OPENAI_API_KEY=sk-local OPENAI_BASE_URL=http://127.0.0.2:8765/v1 make run
-MODEL_HOST ?= 127.0.0.2
-MODEL_PORT ?= 8765
-
+# The bundled model server alone, for a Langflow started otherwise.
 model-server: install
 	@echo "bundled model server on http://$(MODEL_HOST):$(MODEL_PORT)/v1 (Ctrl-C stops it); in another terminal:"
 	@echo "  OPENAI_API_KEY=sk-local OPENAI_BASE_URL=http://$(MODEL_HOST):$(MODEL_PORT)/v1 make run"
@@ -134,6 +138,6 @@ eval-real: install
 # are kept in ~/.cache/langflow-session-memory), serves Gemma 3 270M (survival on a base model) and then Qwen2.5-Coder
 # 1.5B Instruct (memory judged by an instruct model) on 127.0.0.2 and runs tests/real_model through the real app.
 # REAL_MODEL=gemma|qwen runs one; REAL_MODEL_URL= runs the instruct-model tests against any OpenAI-compatible server
-# instead (README, "A real model").
+# instead (docs/real-model.md).
 test-real: install
 	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier

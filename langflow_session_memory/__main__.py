@@ -1,5 +1,6 @@
-"""Operator CLI on the database Langflow uses (see ``operator_database`` for how it is found).
+"""Operator CLI on the database Langflow uses (see ``operator_database`` for how it is found), and ``run``.
 
+    python -m langflow_session_memory run [--host H] [--port P] [--model-host MH] [--model-port MP]
     python -m langflow_session_memory migrate|status [--url URL]
     python -m langflow_session_memory list  --flow-id F
     python -m langflow_session_memory show  --flow-id F --session-id S [--context-id C] [--owner-id O]
@@ -18,7 +19,7 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
-from langflow_session_memory import operator_database
+from langflow_session_memory import launcher, operator_database
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.operator_database import DatabaseProblem, shown
 from langflow_session_memory.services.session_memory import store, summarizer
@@ -123,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(prog="python -m langflow_session_memory")
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("run", help="Langflow with this extension; the bundled model server when no model key is set")
     commands.add_parser("migrate", parents=[database], help="bring session_memory_state to the newest revision")
     commands.add_parser("status", parents=[database], help="the revision applied; exit 1 when behind")
     for name, help_text, per_session in (
@@ -151,6 +153,9 @@ def _database(url_option: str | None) -> operator_database.DatabaseChoice:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:  # Langflow and, without a model key, the bundled model server (``launcher``)
+        return launcher.main(argv[1:])
     arguments = _parser().parse_args(argv)
     try:
         choice = _database(arguments.url)

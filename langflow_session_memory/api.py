@@ -3,7 +3,9 @@
 Mounted by the plugin under ``/api/v1/session_memory``. A caller reaches only flows it owns
 and, in them, only the rows it owns (its own Playground and API sessions); anything else
 answers 404, so nobody learns that another user's flow or session exists. A database error
-answers 503 with a short reason, never a statement or its parameters.
+answers 503 with a short reason, never a statement or its parameters. Langflow's own
+authentication accepts the browser's login cookie too, so the notes page (``read_notes``),
+which the Playground's Session memory step links to, opens in the browser as that user.
 """
 
 from datetime import datetime
@@ -11,6 +13,7 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi.responses import PlainTextResponse
 from fastapi.routing import APIRoute
 from langflow.api.utils.core import CurrentActiveUser
 from langflow.services.database.models.flow.model import Flow
@@ -145,6 +148,19 @@ async def get_session(
 ) -> SessionMemory:
     """One session's notes and their state; 404 when it has none."""
     return _memory(await _row(session, flow_id, user, session_id, context_id))
+
+
+@router.get("/{flow_id}/sessions/{session_id}/notes", response_class=PlainTextResponse)
+async def read_notes(
+    flow_id: UUID, session_id: str, user: CurrentActiveUser, session: Database, context_id: ContextQuery = ""
+) -> PlainTextResponse:
+    """The notes as a page to read, linked from the Session memory step; plain text, so nothing in them runs."""
+    row = await _row(session, flow_id, user, session_id, context_id)
+    heading = f"Session memory of session {row.session_id}: {row.folded_count} earlier messages"
+    return PlainTextResponse(
+        f"{heading}, updated {row.updated_at}\n\n{row.summary}\n",
+        headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
+    )
 
 
 @router.put("/{flow_id}/sessions/{session_id}", response_model=SessionMemory)

@@ -1,4 +1,4 @@
-"""What the README's privacy section tells an operator about DEBUG logging, checked against Langflow's own logger.
+"""What docs/privacy.md tells an operator about DEBUG logging, checked against Langflow's own logger.
 
 At DEBUG two of Langflow's libraries log what users wrote (a statement's parameters, a
 request's body), and ``LANGFLOW_LOG_LEVELS`` keeps them quiet. The probe runs in its own

@@ -13,7 +13,7 @@ def langflow_environment(
     """The variables Langflow reads at start-up: side files stay under ``home``, logs go to a file to parse.
 
     ``model_base_url`` points the OpenAI provider at a local server (use 127.0.0.2:
-    Langflow rewrites 127.0.0.1 inside a container, see README.md), and the Anthropic provider at
+    Langflow rewrites 127.0.0.1 inside a container, see docs/operations.md), and the Anthropic provider at
     the same server's Messages API (the bundled one serves both); None leaves the real provider
     settings alone. ``plays_hosted``: that server is the bundled one, standing in for a hosted provider.
     """
@@ -29,17 +29,22 @@ def langflow_environment(
         "XDG_CACHE_HOME": str(home / "cache"),
     }
     if model_base_url is not None:
-        environment |= {
-            "OPENAI_API_KEY": "sk-local",
-            "OPENAI_BASE_URL": model_base_url,
-            "ANTHROPIC_API_KEY": "sk-ant-local",
-            "ANTHROPIC_API_URL": model_base_url.removesuffix("/v1"),  # the SDK adds /v1/messages
-        }
+        environment |= model_providers_environment(model_base_url)
     if plays_hosted:
         # The bundled server plays a hosted provider (OpenAI) from a loopback address, where a
         # self-hosted server would be: no turn waits for a fold, as on OpenAI.
         environment[WAIT_FOR_FOLDS_VARIABLE] = "never"
     return environment
+
+
+def model_providers_environment(model_base_url: str) -> dict[str, str]:
+    """Langflow's OpenAI and Anthropic providers pointed at one local server (the bundled one serves both APIs)."""
+    return {
+        "OPENAI_API_KEY": "sk-local",
+        "OPENAI_BASE_URL": model_base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-local",
+        "ANTHROPIC_API_URL": model_base_url.removesuffix("/v1"),  # the SDK adds /v1/messages
+    }
 
 
 def import_langflow_main() -> None:

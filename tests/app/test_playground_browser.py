@@ -1,16 +1,22 @@
 """Langflow's UI in a real browser: the README's quick start, and the "Session memory" step while an answer is written.
 
 Chromium comes from the OS packages (``/usr/bin/chromium``; ``.ci/run`` installs it), driven
-by Playwright from PyPI; no browser is ever downloaded. Langflow serves its UI from this
-process (``setup_app``, as ``langflow run`` builds it). Screenshots go to
-``test-artifacts/browser/``: each step of the quick start and the live step always, the
-whole page on a failure.
+by Playwright from PyPI; no browser is ever downloaded. The quick start runs ``make run`` as
+the README says (on free ports and a fresh database) and follows the README's clicks from
+the address it prints; the other test has Langflow serve its UI from this process
+(``setup_app``, as ``langflow run`` builds it). Screenshots go to ``test-artifacts/browser/``:
+each step of the quick start and the live step always, the whole page on a failure.
 """
 
 import asyncio
 import os
 import re
+import signal
+import socket
+import subprocess
+import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -22,9 +28,8 @@ from langflow_session_memory.services.session_memory.playground import NOTES_KEP
 from tests.app.langflow_app import serving_langflow, shared_log_file
 from tests.app.langflow_client import LangflowClient
 from tests.app.test_session_memory_agent import FACT, QUESTION, switch_on_in_flow, talk
-from tests.app.test_starter_flow import STARTER_NAME
 from tests.databases import is_truthy
-from tests.test_cli import run_make
+from tests.test_cli import ROOT, run_make
 
 # The browser is checked first, before Langflow spends a minute starting.
 pytestmark = [pytest.mark.app, pytest.mark.browser, pytest.mark.usefixtures("chromium_path")]
@@ -38,6 +43,11 @@ FILLER_TURNS = 10  # the fact and 10 turns at N=2: messages 1-20 are folded afte
 # The quick start's chat: the fact and 11 more messages at N=4 fold messages 1-20 after the 12th answer.
 QUICK_START_MESSAGES = 11
 EDITED_NOTES = "Key facts:\n- the customer is GLOBEX\nConversation so far:\n- the user named the customer"
+MAKE_RUN_START_TIMEOUT_S = 300  # installing is already done; Langflow's start: 60-90 s on two shared cores
+MAKE_RUN_STOP_TIMEOUT_S = 60
+STARTER_FLOW_LINE = re.compile(r"\[make run\] open the starter flow: (http://\S+/flow/([0-9a-f-]{36}))")
+# What `make run` must not inherit from the test's machine: with a model key it would start no model server.
+MODEL_SETTINGS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_API_URL")
 # Like Langflow's own e2e runs: nothing in the background competes with the test for two cores.
 CHROMIUM_ARGS = [
     "--no-sandbox",  # as root, Chromium's sandbox cannot start
@@ -129,22 +139,6 @@ def opened_memory_step(page: Page):
     return page.locator(f"[id='{toggle.get_attribute('aria-controls')}']")
 
 
-def open_starter_flow(page: Page, address: str) -> str:
-    """The quick start's clicks from Langflow's empty home page to the starter flow; returns the flow's id."""
-    page.goto(address)
-    page.get_by_role("button", name="Create first flow").click()
-    page.get_by_role("button", name="Browse more").click()
-    page.get_by_text("All templates").click()
-    page.get_by_placeholder("Search...").fill("session")
-    template = page.get_by_text(STARTER_NAME, exact=True)
-    expect(template).to_be_visible()
-    page.screenshot(path=SCREENSHOTS / "quick-start-1-template.png")
-    blank_flow = page.url  # "Create first flow" made an empty flow; picking the template makes and opens another
-    template.click()
-    page.wait_for_url(lambda address: address != blank_flow)
-    return re.search(r"/flow/([0-9a-f-]{36})", page.url).group(1)
-
-
 def agent_on_canvas(page: Page):
     return page.locator(".react-flow__node", has_text="Session Memory Agent")
 
@@ -175,39 +169,120 @@ def memory(target: str, flow_id: str, url: str) -> str:
     return result.stdout
 
 
-def test_the_readme_quick_start(langflow_ui, page):
-    """Open the starter flow, chat until a fold, see the step, then read, edit and reset the notes (CLI and REST)."""
-    address, langflow = langflow_ui
+def free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def answers(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex((host, port)) == 0
+
+
+@dataclass
+class MakeRun:
+    """``make run`` started as a user starts it, in its own process group (the terminal's Ctrl-C reaches all of it)."""
+
+    process: subprocess.Popen
+    output: Path
+    database_url: str
+    model_port: int
+
+    def printed(self) -> str:
+        return self.output.read_text(errors="replace")
+
+    def starter_flow(self) -> tuple[str, str]:
+        """The address `make run` printed for the starter flow, and the flow's id."""
+        deadline = time.monotonic() + MAKE_RUN_START_TIMEOUT_S
+        while not (found := STARTER_FLOW_LINE.search(self.printed())):
+            assert self.process.poll() is None, f"make run ended ({self.process.returncode}):\n{self.printed()[-3000:]}"
+            assert time.monotonic() < deadline, f"no starter flow within {MAKE_RUN_START_TIMEOUT_S} s: {self.output}"
+            time.sleep(1)
+        return found.group(1), found.group(2)
+
+    def ctrl_c(self, *addresses: tuple[str, int]) -> list[tuple[str, int]]:
+        """SIGINT to the whole group, as a terminal sends it; returns the ``addresses`` still answering after it."""
+        os.killpg(self.process.pid, signal.SIGINT)
+        self.process.wait(timeout=MAKE_RUN_STOP_TIMEOUT_S)
+        deadline = time.monotonic() + MAKE_RUN_STOP_TIMEOUT_S  # make may end before the launcher has stopped all
+        while (left := [a for a in addresses if answers(*a)]) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return left
+
+
+@pytest.fixture
+def make_run(tmp_path):
+    """``make run`` with no model key, on free ports and a fresh SQLite file; stopped after the test if still up."""
+    port, model_port = free_port("127.0.0.1"), free_port("127.0.0.2")
+    database_url = f"sqlite:///{tmp_path / 'langflow.db'}"
+    environment = {name: value for name, value in os.environ.items() if name not in MODEL_SETTINGS}
+    environment |= {
+        "LANGFLOW_DATABASE_URL": database_url,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "TMPDIR": str(tmp_path),
+    }
+    output = tmp_path / "make-run.log"
+    with output.open("w") as printed:
+        process = subprocess.Popen(
+            ["make", "-s", "run", f"PORT={port}", f"MODEL_PORT={model_port}", f"CONFIG_DIR={tmp_path / 'config'}"],
+            cwd=ROOT,
+            env=environment,
+            stdout=printed,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    running = MakeRun(process, output, database_url, model_port)
+    try:
+        yield running
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=MAKE_RUN_STOP_TIMEOUT_S)
+
+
+def test_the_readme_quick_start(make_run, page):
+    """`make run`, its address, the chat, the step and its link to the notes; the notes from a terminal; Ctrl-C."""
+    address, flow_id = make_run.starter_flow()
+    assert f"the bundled model server answers on http://127.0.0.2:{make_run.model_port}/v1" in make_run.printed()
     with whole_page_saved_on_failure(page, "quick-start"):
-        flow_id = open_starter_flow(page, address)
+        page.goto(address)  # "Open that address."
         agent = agent_on_canvas(page)
         expect(agent.get_by_role("switch")).to_have_attribute("aria-checked", "true")
         expect(agent.get_by_role("spinbutton")).to_have_value("4")
         expect(agent).to_contain_text("gpt-5.4-mini")
-        page.screenshot(path=SCREENSHOTS / "quick-start-2-starter-flow.png")
+        page.screenshot(path=SCREENSHOTS / "quick-start-1-starter-flow.png")
 
-        page.get_by_role("button", name="Playground").click()
+        page.get_by_role("button", name="Playground").click()  # "Click Playground."
         chat_log = page.get_by_role("log", name="Chat messages")
         chat(page, chat_log, FACT, "OK: Our project")
         for i in range(1, QUICK_START_MESSAGES + 1):
             chat(page, chat_log, f"hello {i}", f"OK: hello {i}")
-        langflow.settle_folds()  # the fold after the 12th answer, done while the user reads it
-        chat(page, chat_log, QUESTION, "From our conversation: PRJ-123")
-        page.screenshot(path=SCREENSHOTS / "quick-start-3-answer.png")
-        step = opened_memory_step(page)
-        expect(step).to_contain_text("earlier_messages_summarized")
-        expect(step).to_contain_text(f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}")  # Default Session
-        page.screenshot(path=SCREENSHOTS / "quick-start-4-session-memory-step.png")
-        key = new_api_key(page, address)
+        chat(page, chat_log, QUESTION, "From our conversation: PRJ-123, EU")  # the turn waits for the fold
+        step = opened_memory_step(page)  # "open it to see earlier_messages_summarized 20"
+        expect(step).to_contain_text("earlier_messages_summarized20")
+        expect(step).not_to_contain_text("PRJ-123")  # the stored answer: counts and a link, never the notes
+        page.screenshot(path=SCREENSHOTS / "quick-start-2-session-memory-step.png")
 
-    assert "PRJ-123" in memory("memory-show", flow_id, langflow.url)
-    notes = f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}"
-    with httpx.Client(base_url=address, headers={"x-api-key": key}, timeout=30) as api:
-        assert "PRJ-123" in api.get(notes).raise_for_status().json()["summary"]
-        api.put(notes, json={"summary": EDITED_NOTES}).raise_for_status()
-        assert "GLOBEX" in api.get(notes).json()["summary"]
-        assert "reset 1 row(s)" in memory("memory-reset", flow_id, langflow.url)
-        assert api.get(notes).status_code == 404
+        link = step.get_by_role("link", name="read them")  # "the step's read them link opens them in the browser"
+        expect(link).to_have_attribute("href", f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}/notes")
+        link.click()
+        expect(page.locator("body")).to_contain_text("Key facts:")
+        expect(page.locator("body")).to_contain_text("PRJ-123 on the EU cluster")
+        page.screenshot(path=SCREENSHOTS / "quick-start-3-notes.png")
+        key = new_api_key(page, address.split("/flow/")[0])
+
+    assert "PRJ-123" in memory("memory-show", flow_id, make_run.database_url)
+    row = f"{address.split('/flow/')[0]}/api/v1/session_memory/{flow_id}/sessions/{flow_id}"
+    with httpx.Client(headers={"x-api-key": key}, timeout=30) as api:
+        api.put(row, json={"summary": EDITED_NOTES}).raise_for_status()
+        assert "GLOBEX" in api.get(row).json()["summary"]
+        assert "reset 1 row(s)" in memory("memory-reset", flow_id, make_run.database_url)
+        assert api.get(row).status_code == 404
+
+    langflow_port = int(address.split("/flow/")[0].rsplit(":", 1)[1])
+    # "Ctrl-C stops Langflow and the model server."
+    assert make_run.ctrl_c(("127.0.0.1", langflow_port), ("127.0.0.2", make_run.model_port)) == []
 
 
 def test_the_playground_shows_the_planted_fact_in_the_session_memory_step(langflow_ui, fake_model, page):

@@ -12,7 +12,7 @@ from lfx.components.models_and_agents.agent import AgentComponent
 import langflow_session_memory
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.assembly import SUMMARY_FRAME
-from langflow_session_memory.services.session_memory.playground import NOTES_KEPT_OUT, STEP_NAME
+from langflow_session_memory.services.session_memory.playground import STEP_NAME
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 
 FACT = "Our project is PRJ-123 on the EU cluster."
@@ -163,7 +163,12 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     assert final["tool_input"]["earlier_messages_summarized"] == 20
     assert final["tool_input"]["folded_this_turn"] == 0  # folded after the previous answer
     assert f"/api/v1/session_memory/{flow_id}/sessions/{session_id}" in final["tool_input"]["notes_api"]
-    assert final["output"] == NOTES_KEPT_OUT
+    notes_page = f"/api/v1/session_memory/{flow_id}/sessions/{session_id}/notes"
+    kept_out = (  # a link the Playground opens
+        "The notes are not stored with the answer: [read them][notes] (with your Langflow login).\n\n"
+        f"[notes]: {notes_page}"
+    )
+    assert (final["tool_input"]["notes_page"], final["output"]) == (notes_page, kept_out)
 
     stored = langflow.sql(
         "SELECT text, content_blocks FROM message WHERE session_id = :s AND sender = 'Machine' ORDER BY timestamp",
@@ -171,14 +176,14 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     )
     blocks = [json.loads(b) if isinstance(b, str) else b for _, b in stored]
     assert memory_steps(blocks[-1])  # the step is stored, with counts only
-    assert {step["output"] for b in blocks for step in memory_steps(b)} == {NOTES_KEPT_OUT}
+    assert {step["output"] for b in blocks for step in memory_steps(b)} == {kept_out}
     assert not any("Key facts" in json.dumps(b) for b in blocks)
     assert not any("Key facts" in text for text, _ in stored)
 
     response = langflow.run(flow_id, "One more thing.", session_id=session_id).json()
     answer = response["outputs"][0]["outputs"][0]["results"]["message"]
     [step] = memory_steps(answer["content_blocks"])  # the API's answer carries the step too, without notes
-    assert step["output"] == NOTES_KEPT_OUT
+    assert step["output"] == kept_out
 
 
 def load_component_class():

@@ -65,6 +65,47 @@ def test_the_api_needs_langflows_authentication(langflow):
     assert with_key.status_code == 200
 
 
+def as_the_browser(langflow, path: str, token: str | None = None):
+    """``GET path`` as a browser opening a link: its login cookie only (the superuser's, or ``token``; "" none)."""
+    saved = langflow.http.cookies
+    if token is not None:
+        langflow.http.cookies = type(saved)()
+        if token:
+            langflow.http.cookies.set("access_token_lf", token)
+    try:
+        with multi_user_mode():  # with auto-login on, Langflow logs any caller in: the cookie must be what decides
+            return langflow.http.get(path, headers={"Authorization": ""})
+    finally:
+        langflow.http.cookies = saved
+
+
+def test_the_notes_page_opens_with_the_browsers_login_and_shows_the_notes_as_plain_text(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+
+    page = as_the_browser(langflow, f"{API}/{flow_id}/sessions/{session_id}/notes")
+
+    assert page.status_code == 200, page.text
+    assert page.headers["content-type"] == "text/plain; charset=utf-8"
+    assert (page.headers["x-content-type-options"], page.headers["cache-control"]) == ("nosniff", "no-store")
+    assert page.text.startswith(f"Session memory of session {session_id}: {FOLDED_MESSAGES} earlier messages")
+    assert SEEDED_SUMMARY in page.text
+
+
+def test_the_notes_page_is_404_for_another_users_login_and_refused_without_one(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    stranger = Builder(langflow, f"stranger-{uuid.uuid4().hex[:8]}")
+    page = f"{API}/{flow_id}/sessions/{session_id}/notes"
+
+    theirs = as_the_browser(langflow, page, token=stranger.headers["Authorization"].removeprefix("Bearer "))
+    nobody = as_the_browser(langflow, page, token="")
+
+    assert theirs.status_code == 404, theirs.text
+    assert SEEDED_SUMMARY not in theirs.text
+    assert nobody.status_code in (401, 403)
+
+
 def test_another_user_gets_404_for_every_route(langflow):
     session_id = new_session()
     flow_id, _ = langflow.seeded_folded_session(session_id)
@@ -73,6 +114,7 @@ def test_another_user_gets_404_for_every_route(langflow):
     requests = [
         ("GET", f"{API}/{flow_id}/sessions", None),
         ("GET", path, None),
+        ("GET", f"{path}/notes", None),
         ("PUT", path, {"summary": "Key facts:\n- mine now\nConversation so far:\n- nothing"}),
         ("DELETE", path, None),
     ]
@@ -135,6 +177,7 @@ def test_the_routes_are_in_langflows_openapi(langflow):
     paths = langflow.http.get("/openapi.json").json()["paths"]
     assert f"{API}/{{flow_id}}/sessions" in paths
     assert {"get", "put", "delete"} <= set(paths[f"{API}/{{flow_id}}/sessions/{{session_id}}"])
+    assert f"{API}/{{flow_id}}/sessions/{{session_id}}/notes" in paths
 
 
 def connect_summary_model(langflow, flow_id: str, agent_id: str, model_name: str) -> None:
@@ -248,6 +291,7 @@ def test_with_the_table_missing_every_route_answers_503_saying_how_to_restore_it
         answers = [
             langflow.http.get(f"{API}/{flow_id}/sessions"),
             langflow.http.get(path),
+            langflow.http.get(f"{path}/notes"),
             langflow.http.put(path, json=edit),
             langflow.http.delete(path),
         ]

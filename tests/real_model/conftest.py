@@ -2,7 +2,7 @@
 
 Not part of ``make test``: ``make test-real`` builds llama-cpp-python, serves Gemma 3 270M and
 then Qwen2.5-Coder 1.5B Instruct on 127.0.0.2 and sets ``REAL_MODEL_URL`` (and the server's
-request log); any other server works the same way (README, "A real model"). Without
+request log); any other server works the same way (docs/real-model.md, "Running it"). Without
 ``REAL_MODEL_URL`` nothing here is collected (see ``tests/conftest.py``).
 """
 

@@ -17,7 +17,7 @@
 (``make eval-real``) serves Qwen the same way and runs the recall eval against it at a reduced size
 (``EVAL_SIZE``), into its section of docs/eval.md. With ``REAL_MODEL_URL`` set, steps 1
 and 2 are skipped and the instruct-model tests run against that server instead (Ollama, vLLM, LM
-Studio, llama-server: README, "A real model"); ``REAL_MODEL_CONTEXT`` gives its window.
+Studio, llama-server: docs/real-model.md, "Running it"); ``REAL_MODEL_CONTEXT`` gives its window.
 """
 
 import hashlib

@@ -7,10 +7,11 @@ from lfx.schema.legacy_render import render_v1_content_blocks
 from lfx.schema.message import Message
 
 from langflow_session_memory.services.session_memory.playground import (
-    NOTES_KEPT_OUT,
     STEP_NAME,
     as_markdown,
+    kept_out,
     memory_step,
+    notes_paths,
     store_without_notes,
     with_turn_facts,
     without_notes,
@@ -21,8 +22,30 @@ from tests.chat import ScriptedChatModel, chat_rows, store_rows
 NOTES = "Key facts:\n- PRJ-123 on the EU cluster\nConversation so far:\n- the project was named"
 
 
+NOTES_PAGE = "/api/v1/session_memory/f/sessions/s/notes"
+FACTS = {"earlier_messages_summarized": 20, "notes_page": NOTES_PAGE}
+NOTES_KEPT_OUT = kept_out(FACTS)
+
+
 def step(output=NOTES) -> ToolContent:
-    return ToolContent(name=STEP_NAME, tool_input={"earlier_messages_summarized": 20}, output=output)
+    return ToolContent(name=STEP_NAME, tool_input=FACTS, output=output)
+
+
+def test_the_stored_step_links_to_the_notes_page_in_lines_the_playground_renders_as_markdown():
+    flow = session = "765f1ac9-3a29-4c9d-823a-1fcc85fab86e"  # the Default Session's id is the flow's
+    _, page = notes_paths(flow, session, "")
+    text = kept_out({"notes_page": page})
+    assert text == (
+        f"The notes are not stored with the answer: [read them][notes] (with your Langflow login).\n\n[notes]: {page}"
+    )
+    assert max(len(line) for line in text.splitlines()) <= 120
+
+
+def test_the_notes_paths_quote_the_session_and_name_the_agents_context():
+    row, page = notes_paths("f", "my session/1", "ctx 2")
+    assert row == "/api/v1/session_memory/f/sessions/my%20session%2F1?context_id=ctx+2"
+    assert page == "/api/v1/session_memory/f/sessions/my%20session%2F1/notes?context_id=ctx+2"
+    assert notes_paths("f", "s", "") == ("/api/v1/session_memory/f/sessions/s", NOTES_PAGE)
 
 
 def answer(*blocks) -> Message:

@@ -7,17 +7,39 @@ while the answer is being written, the notes themselves as the step's output. A 
 a copy of what users said, and a copy in a stored message would outlive the deletion of the
 messages it came from: every write of the message stores the step without the notes, and
 the answer handed on to the rest of the flow (Chat Output stores it again) carries it
-without them. The notes stay one REST call away (``api.py``).
+without them. The stored step links to the notes instead: a page of the REST API (``api.py``)
+that the browser opens with the user's Langflow login, under the same owner checks.
 """
 
 from collections.abc import Awaitable, Callable, Iterator
+from urllib.parse import quote, urlencode
 
 from lfx.schema.content_types import ToolContent
 from lfx.schema.message import Message
 
 STEP_NAME = "Session memory"
 STEP_ICON = "Brain"
-NOTES_KEPT_OUT = "(the notes are not stored with the answer; GET the API path in notes_api to read them)"
+NOTES_KEPT_OUT = "The notes are not stored with the answer"
+
+
+def notes_paths(flow_id, session_id: str, context_id: str) -> tuple[str, str]:
+    """The API path of the session's row, and of the page that shows its notes (``api.read_notes``)."""
+    row = f"/api/v1/session_memory/{flow_id}/sessions/{quote(session_id, safe='')}"
+    query = f"?{urlencode({'context_id': context_id})}" if context_id else ""
+    return f"{row}{query}", f"{row}/notes{query}"
+
+
+def kept_out(facts: dict | None) -> str:
+    """What the stored step shows in place of the notes: a link to them (the path, where a step has none).
+
+    A reference link, its address on a line of its own: the Playground renders a step's text
+    output as Markdown only while no line passes 120 characters (else as a code block, where
+    nothing is a link), and the Default Session's page is 111 characters long.
+    """
+    page = (facts or {}).get("notes_page")
+    if not page:
+        return f"{NOTES_KEPT_OUT}: GET the path in notes_api."
+    return f"{NOTES_KEPT_OUT}: [read them][notes] (with your Langflow login).\n\n[notes]: {page}"
 
 
 def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
@@ -25,11 +47,13 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
     state = history.state
     if state is None or not (history.summary or state.paused_until):
         return None
+    row, page = notes_paths(flow_id, session_id, state.key.context_id)
     facts = {
         "earlier_messages_summarized": state.folded_count,
         "folded_this_turn": history.folded,
         "notes_words": len(history.summary.split()),
-        "notes_api": f"GET /api/v1/session_memory/{flow_id}/sessions/{session_id}",
+        "notes_api": f"GET {row}",
+        "notes_page": page,
     }
     if history.fold_due:
         facts["folds_after_this_answer"] = True
@@ -115,8 +139,8 @@ def _kept_out(blocks: list) -> tuple[list, str | None]:
     notes, copied = None, []
     for block in blocks or []:
         output = _field(block, "output")
-        if _is_step(block) and output and output != NOTES_KEPT_OUT:
-            notes, block = output, _with(block, output=NOTES_KEPT_OUT)
+        if _is_step(block) and output and not output.startswith(NOTES_KEPT_OUT):
+            notes, block = output, _with(block, output=kept_out(_field(block, "tool_input")))
         elif _field(block, "contents"):
             inner, inner_notes = _kept_out(_field(block, "contents"))
             if inner_notes is not None:
