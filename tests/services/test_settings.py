@@ -7,9 +7,11 @@ from langflow_session_memory.services.session_memory.settings import (
     RETIRED_CANCEL_VARIABLE,
     TOOL_RESULT_SHARE_VARIABLE,
     WAIT_FOR_FOLDS_VARIABLE,
+    WAITING_TOKENS_VARIABLE,
     fold_timeout_seconds,
     new_turn_waits_for_folds,
     tool_result_share,
+    waiting_tokens,
 )
 
 
@@ -35,6 +37,11 @@ def test_a_value_that_cannot_be_a_timeout_is_logged_and_the_default_holds(value,
 )
 def test_a_read_tool_result_keeps_a_tenth_of_the_window_unless_an_operator_gives_another_share(raw, share):
     assert tool_result_share({} if raw is None else {TOOL_RESULT_SHARE_VARIABLE: raw}) == share
+
+
+@pytest.mark.parametrize(("raw", "tokens"), [(None, None), ("8000", 8000), ("0", None), ("-3", None), ("lots", None)])
+def test_the_waiting_budget_is_the_model_s_share_unless_an_operator_names_one(raw, tokens):
+    assert waiting_tokens({} if raw is None else {WAITING_TOKENS_VARIABLE: raw}) == tokens
 
 
 @pytest.mark.parametrize(

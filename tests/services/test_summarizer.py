@@ -109,8 +109,16 @@ def test_tabs_line_breaks_and_characters_joined_by_zero_width_joiners_are_kept(v
 def test_the_fold_request_clips_a_previous_summary_over_the_cap():
     previous = "x" * (SUMMARY_CHARACTER_LIMIT + 6_000)
     sent = fold_request(previous, BATCH)[-1].content
-    assert "x" * SUMMARY_CHARACTER_LIMIT + " [... 6000 more characters]" in sent
+    assert "x" * 3000 + " [... 6000 more characters ...] " + "x" * 1000 in sent
     assert "x" * (SUMMARY_CHARACTER_LIMIT + 1) not in sent
+
+
+def test_a_pasted_log_keeps_its_head_and_its_tail_in_the_fold_request():
+    log = "start of the log\n" + "noise " * 5_000 + "\nexit status 2: disk full"
+    sent = fold_request("", [ChatLine("User", log)])[-1].content
+    assert "start of the log" in sent
+    assert "exit status 2: disk full" in sent
+    assert "more characters ...]" in sent
 
 
 def test_summary_larger_than_what_it_replaces_and_the_floor_is_rejected():

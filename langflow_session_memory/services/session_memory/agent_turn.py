@@ -26,7 +26,7 @@ from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.services.session_memory.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.service import History
-from langflow_session_memory.services.session_memory.settings import new_turn_waits_for_folds
+from langflow_session_memory.services.session_memory.settings import new_turn_waits_for_folds, waiting_tokens
 from langflow_session_memory.services.session_memory.summarizer import cache_write_input_tokens, cached_input_tokens
 from langflow_session_memory.services.session_memory.turn import Turn
 
@@ -202,6 +202,7 @@ def memory_turn(component) -> Turn | None:
         tracing=tuple(tracing_callbacks(component)),
         model_server=server,
         waits_for_folds=new_turn_waits_for_folds(server),
+        waiting_tokens=waiting_tokens(),
     )
 
 

@@ -47,6 +47,20 @@ class EarlyFold:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """The raw messages waiting to be folded beyond the window (the raw gap): how many, their estimated
+    tokens, and the budget past which they are folded at once (``context_size.waiting_budget``)."""
+
+    messages: int
+    tokens: int
+    budget: int
+
+    @property
+    def over(self) -> bool:
+        return self.tokens > self.budget
+
+
+@dataclass(frozen=True)
 class TurnPlan:
     """The messages sent raw, the batches to fold first, and whether the summary is sent.
 
@@ -60,6 +74,7 @@ class TurnPlan:
     dropped: int = 0
     dropped_reason: str = ""
     early_fold: EarlyFold | None = None
+    waiting: Waiting | None = None
 
 
 @dataclass(frozen=True)
@@ -89,25 +104,38 @@ class TurnPlanner:
         paused = state.is_paused(self.clock()) or not may_fold
         batching = {"paused": paused, "batch_size": self.batch_size, "whole_gap": len(reading.gap) < self.gap_limit}
         if mode is Mode.AFTER_ANSWER:
-            fold = plan_fold(reading.gap, max_batches=self.max_batches, after_answer=True, **batching)
+            over = self.waiting(turn, reading.gap).over
+            fold = plan_fold(reading.gap, max_batches=self.max_batches, after_answer=True, fold_all=over, **batching)
             return TurnPlan(raw=[], batches=fold.batches)
         if mode is Mode.COMPACT:
             return self._folding_before(reading, visible, len(visible), COMPACTION_MAX_BATCHES, batching)
         routine = plan_fold(reading.gap, max_batches=self.max_batches, **batching)
+        waiting = self.waiting(turn, routine.raw_gap)
         early, raw_start = self._early_fold(turn, state, routine.raw_gap, visible)
+        if early is None and waiting.over and not paused:
+            plan = self._folding_before(reading, visible, _folded_prefix(visible, state), self.max_batches, batching)
+            return TurnPlan(raw=plan.raw, batches=plan.batches, waiting=waiting)
         unfolded_before = any(not _is_folded(row, state) for row in visible[:raw_start])
         if paused or early is None or not (unfolded_before or reading.gap):
-            return self._fitted(turn, state, reading.gap, routine, visible, raw_start, early)
+            return self._fitted(turn, state, reading.gap, routine, visible, raw_start, early, waiting)
         plan = self._folding_before(reading, visible, raw_start, self.max_batches, batching)
-        return TurnPlan(raw=plan.raw, batches=plan.batches, early_fold=early)
+        return TurnPlan(raw=plan.raw, batches=plan.batches, early_fold=early, waiting=waiting)
 
-    def fold_due(self, reading: Reading) -> bool:
-        """Whether a fold should run after this answer: the gap reaches a batch once the answer is stored.
+    def waiting(self, turn: Turn, rows: Sequence[MessageTable]) -> Waiting:
+        """The raw messages ``rows`` waiting beyond the window, against the turn's budget for them."""
+        budget = context_size.waiting_budget(turn.context_window, turn.waiting_tokens)
+        return Waiting(messages=len(rows), tokens=context_size.estimated_size(row.text for row in rows), budget=budget)
+
+    def fold_due(self, turn: Turn, reading: Reading) -> bool:
+        """Whether a fold should run after this answer: the gap reaches a batch, or its budget in tokens,
+        once the answer is stored.
 
         Storing the answer moves the window's oldest message into the gap: one more unfolded
         message than this turn read.
         """
-        return not reading.state.is_paused(self.clock()) and len(reading.gap) + 1 >= self.batch_size
+        if reading.state.is_paused(self.clock()):
+            return False
+        return len(reading.gap) + 1 >= self.batch_size or self.waiting(turn, [*reading.gap, *reading.window[:1]]).over
 
     def request_tokens(self, turn: Turn, summary: str, rows: Sequence[MessageTable]) -> int:
         """The estimated size of the whole request: instructions, tools and input, the notes, the messages."""
@@ -158,6 +186,7 @@ class TurnPlanner:
         visible: list[MessageTable],
         raw_start: int,
         early: EarlyFold | None,
+        waiting: Waiting,
     ) -> TurnPlan:
         """A routine request that fits the context window: never beyond the stock Agent's where that fits.
 
@@ -165,22 +194,23 @@ class TurnPlanner:
         window (less what the summary covers before ``raw_start``); the same without the gap;
         the stock Agent's own window alone; the summary and the window's newest part from
         ``raw_start``, older messages left out of this turn (a fold could not run for them).
+        A raw gap over its budget in tokens is never sent (it could not be folded: paused).
         """
         tail = visible[min(raw_start, _folded_prefix(visible, state)) :]
         newest = visible[raw_start:]
-        choices = [(True, routine.raw_gap, tail), (True, (), tail), (False, (), visible), (True, (), newest)]
+        with_gap = [] if waiting.over else [(True, routine.raw_gap, tail)]
+        choices = [*with_gap, (True, (), tail), (False, (), visible), (True, (), newest)]
         send_summary, raw_gap, rows = choices[0]
-        if turn.context_window:
+
+        def fits(send: bool, raw, kept) -> bool:
             limit = context_size.EARLY_FOLD_RATIO * turn.context_window
-            send_summary, raw_gap, rows = next(
-                (
-                    (send, raw, kept)
-                    for send, raw, kept in choices
-                    if self.request_tokens(turn, state.summary if send else "", [*raw, *kept]) <= limit
-                ),
-                choices[-1],
-            )
-        dropped, reason = self._left_out(state, gap, routine, visible, raw_gap, rows)
+            return self.request_tokens(turn, state.summary if send else "", [*raw, *kept]) <= limit
+
+        if turn.context_window:
+            send_summary, raw_gap, rows = next((choice for choice in choices if fits(*choice)), choices[-1])
+        # The gap left out for its budget alone: it would have fitted the window (or the window is unknown).
+        for_budget = waiting.over and (not turn.context_window or fits(True, routine.raw_gap, tail))
+        dropped, reason = self._left_out(state, gap, routine, visible, raw_gap, rows, for_budget)
         return TurnPlan(
             raw=[*raw_gap, *rows],
             batches=routine.batches,
@@ -188,14 +218,17 @@ class TurnPlanner:
             dropped=dropped,
             dropped_reason=reason,
             early_fold=early,
+            waiting=waiting,
         )
 
-    def _left_out(self, state, gap, routine: FoldPlan, visible, raw_gap, rows) -> tuple[int, str]:
+    def _left_out(self, state, gap, routine: FoldPlan, visible, raw_gap, rows, for_budget: bool) -> tuple[int, str]:
         """How many unfolded messages older than the input this turn neither folds nor sends, and why."""
         sent = {row.id for row in rows}
         left_out_of_window = sum(1 for row in visible if row.id not in sent and not _is_folded(row, state))
         left_out_of_gap = len(gap) - sum(len(batch) for batch in routine.batches) - len(raw_gap)
-        if left_out_of_window or len(raw_gap) < len(routine.raw_gap):
+        if for_budget:
+            reason = "waiting_tokens"
+        elif left_out_of_window or len(raw_gap) < len(routine.raw_gap):
             reason = "context_window"
         elif state.is_paused(self.clock()):
             reason = "paused"

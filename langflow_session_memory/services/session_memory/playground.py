@@ -55,6 +55,12 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
         "notes_api": f"GET {row}",
         "notes_page": page,
     }
+    if history.waiting is not None and history.waiting.messages:
+        waiting = history.waiting
+        facts |= {"messages_waiting": waiting.messages, "waiting_tokens": waiting.tokens}
+        if waiting.over:
+            why = "folded_early_because" if history.folded else "left_out_because"
+            facts[why] = f"messages waiting over {waiting.budget} tokens"
     if history.fold_due:
         facts["folds_after_this_answer"] = True
     if state.paused_until:

@@ -18,7 +18,7 @@ from lfx.log.logger import logger
 from lfx.schema.message import Message
 
 from langflow_session_memory.services.session_memory import store, summarizer
-from langflow_session_memory.services.session_memory.assembly import TurnPlan, TurnPlanner, history_messages
+from langflow_session_memory.services.session_memory.assembly import TurnPlan, TurnPlanner, Waiting, history_messages
 from langflow_session_memory.services.session_memory.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.fold_runner import FoldRunner
 from langflow_session_memory.services.session_memory.model import SessionKey, SessionState, utc_now
@@ -37,7 +37,8 @@ class History:
     and were not reported yet (``cached_input_tokens`` of them served from the provider's
     prompt cache); ``tokens_estimated`` when a provider reported no usage for some of them.
     ``fold_due``: a fold should run after this answer. ``summary`` is the summary sent
-    (empty when none is, or when it had to be left out to fit the window).
+    (empty when none is, or when it had to be left out to fit the window). ``waiting``: the raw
+    messages waiting beyond the window as this turn first read them, against their budget.
     """
 
     messages: list[Message]
@@ -49,6 +50,7 @@ class History:
     state: SessionState | None = None
     fold_due: bool = False
     tokens_estimated: bool = False
+    waiting: Waiting | None = None
 
 
 @dataclass
@@ -137,6 +139,7 @@ class SessionMemoryService:
         reading = await self._read(turn)
         cost = earlier_fold if earlier_fold is not None else await self._take_unreported_usage(reading.state)
         plan = self.planner.plan(turn, reading, mode, may_fold=earlier_fold is None)
+        waiting = plan.waiting  # as read before any fold: the step tells why a fold ran early
         await _log_plan(turn, plan)
         attempted = bool(plan.batches)
         if attempted:
@@ -155,8 +158,9 @@ class SessionMemoryService:
             output_tokens=cost.output_tokens,
             cached_input_tokens=cost.cached_input_tokens,
             state=reading.state,
-            fold_due=mode is Mode.ROUTINE and self.planner.fold_due(reading),
+            fold_due=mode is Mode.ROUTINE and self.planner.fold_due(turn, reading),
             tokens_estimated=cost.estimated,
+            waiting=waiting,
         )
 
     async def _fold(self, turn: Turn, reading: Reading, plan: TurnPlan, mode: Mode, llm: BaseChatModel) -> FoldCost:
@@ -214,6 +218,13 @@ class SessionMemoryService:
 
 
 async def _log_plan(turn: Turn, plan: TurnPlan) -> None:
+    waiting = plan.waiting
+    if waiting is not None and waiting.over:
+        await logger.ainfo(
+            f"session_context_early_fold reason=waiting_tokens waiting_messages={waiting.messages} "
+            f"waiting_tokens={waiting.tokens} budget={waiting.budget} folding={bool(plan.batches)} "
+            f"session_id={turn.key.session_id!r}"
+        )
     if plan.early_fold is not None:
         early = plan.early_fold
         await logger.ainfo(

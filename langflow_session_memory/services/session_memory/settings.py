@@ -21,6 +21,8 @@ WAIT_FOR_FOLDS_VARIABLE = "SESSION_MEMORY_NEW_TURN_WAITS_FOR_FOLD"
 WAIT_FOR_FOLDS_CHOICES = ("self-hosted", "always", "never")
 # Replaced by WAIT_FOR_FOLDS_VARIABLE: cancelling a fold saved nothing on a one-slot server (new_turn_waits_for_folds).
 RETIRED_CANCEL_VARIABLE = "SESSION_MEMORY_NEW_TURN_CANCELS_FOLD"
+WAITING_TOKENS_VARIABLE = "SESSION_MEMORY_WAITING_TOKENS"
+LARGEST_WAITING_TOKENS = 10_000_000
 TOOL_RESULT_SHARE_VARIABLE = "SESSION_MEMORY_TOOL_RESULT_SHARE"
 TOOL_RESULT_SHARE = 0.1
 # Host names that only resolve on a local machine or a private network (Docker Compose service
@@ -48,6 +50,17 @@ def tool_result_share(environ: Mapping[str, str] = os.environ) -> float:
     return _positive_number(
         environ, TOOL_RESULT_SHARE_VARIABLE, TOOL_RESULT_SHARE, highest=1.0, reason="not_a_share_over_0_up_to_1"
     )
+
+
+def waiting_tokens(environ: Mapping[str, str] = os.environ) -> int | None:
+    """The operator's budget for raw messages waiting to be folded, in tokens; None (unset): a quarter of
+    the model's known window, else 16,000 (``context_size.waiting_budget``)."""
+    if not environ.get(WAITING_TOKENS_VARIABLE, "").strip():
+        return None
+    tokens = _positive_number(
+        environ, WAITING_TOKENS_VARIABLE, 0.0, highest=LARGEST_WAITING_TOKENS, reason="not_a_number_of_tokens"
+    )
+    return int(tokens) or None
 
 
 def _positive_number(environ: Mapping[str, str], variable: str, default: float, *, highest: float, reason: str):

@@ -163,9 +163,12 @@ def word_count(text: str) -> int:
 
 
 def _clipped(text: str, limit: int = MAX_CHARACTERS_PER_MESSAGE) -> str:
+    """The text in ``limit`` characters for a fold request: its head (three quarters) and its tail, where a
+    pasted log's summary line and an error often are, the middle marked as cut (the table keeps it whole)."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]} [... {len(text) - limit} more characters]"
+    head = limit * 3 // 4
+    return f"{text[:head]} [... {len(text) - limit} more characters ...] {text[len(text) - (limit - head) :]}"
 
 
 # Control characters but tab and line breaks (PostgreSQL cannot store a NUL); unpaired surrogates (not UTF-8).
