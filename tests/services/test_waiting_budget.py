@@ -5,12 +5,15 @@ Agent's at the same N until a batch of 20 is due: past their budget they are fol
 known, and while folding cannot run they are left out.
 """
 
-from langflow_session_memory.services.session_memory import context_size
+from dataclasses import replace
+
+from langflow_session_memory.services.session_memory import context_size, messages, store
 from langflow_session_memory.services.session_memory.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import WINDOW, row
 from tests.services.test_small_windows import pause, request_tokens
 
+SUMMARY = "Key facts:\n- a log was pasted\nConversation so far:\n- the user pasted a log"
 PASTE = "2026-11-30 08:00:00 ERROR worker-7 connection reset by peer (retrying)\n" * 400  # about 12,000 tokens
 
 
@@ -80,3 +83,17 @@ async def test_a_paste_about_to_leave_the_window_makes_a_fold_due_and_the_fold_a
 
     assert len(model.calls) == 1
     assert (await row(sessions, key)).folded_count == 3
+
+
+async def test_a_paste_already_folded_early_from_the_window_makes_no_fold_due(service, sessions, key):
+    rows = chat_rows(key, 2 + WINDOW)
+    rows[2].text = f"{rows[2].text}\n{PASTE * 2}"
+    await store_rows(sessions, rows)
+    async with sessions.begin() as session:  # an early fold took the window's oldest message, the paste
+        seen = await store.create_if_absent(session, key)
+        folded = replace(seen, summary=SUMMARY, cursor=messages.cursor_of(rows[2]), folded_count=3)
+        assert await store.compare_and_swap(session, seen, folded)
+
+    history = await service.build_history(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
+
+    assert not history.fold_due

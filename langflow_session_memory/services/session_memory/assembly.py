@@ -131,11 +131,12 @@ class TurnPlanner:
         once the answer is stored.
 
         Storing the answer moves the window's oldest message into the gap: one more unfolded
-        message than this turn read.
+        message than this turn read (none when an early fold already took it).
         """
         if reading.state.is_paused(self.clock()):
             return False
-        return len(reading.gap) + 1 >= self.batch_size or self.waiting(turn, [*reading.gap, *reading.window[:1]]).over
+        leaving = [row for row in reading.window[:1] if not _is_folded(row, reading.state)]
+        return len(reading.gap) + 1 >= self.batch_size or self.waiting(turn, [*reading.gap, *leaving]).over
 
     def request_tokens(self, turn: Turn, summary: str, rows: Sequence[MessageTable]) -> int:
         """The estimated size of the whole request: instructions, tools and input, the notes, the messages."""
