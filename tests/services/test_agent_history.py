@@ -18,7 +18,7 @@ from langflow_session_memory.services.session_memory.agent_history import (
     memory_switched_on,
     run_with_context_recovery,
 )
-from langflow_session_memory.services.session_memory.agent_turn import run_state
+from langflow_session_memory.services.session_memory.agent_turn import begin_turn, run_state
 from langflow_session_memory.services.session_memory.model import SessionState
 from langflow_session_memory.services.session_memory.playground import memory_step
 from langflow_session_memory.services.session_memory.recall_tool import SEARCH_UNAVAILABLE, recall_tool
@@ -42,11 +42,18 @@ def compaction_that_works(monkeypatch):
     monkeypatch.setattr(agent_history, "_compacted_history", compacted)
 
 
-async def test_a_run_refused_after_a_tool_ran_is_not_run_again(compaction_that_works, captured_logs):
-    """The refused call after a tool is the call-fitting middleware's to retry (tests/services/test_call_fit.py)."""
-    model = ScriptedChatModel(script=["call the lookup tool", REFUSAL, "an answer", "another answer"])
+def agent_with_memory(model, key) -> SimpleNamespace:
+    """An Agent whose run has a Turn (memory applies), as the history hook leaves it."""
     component = SimpleNamespace(n_messages=10)
     agent_model(component, model)
+    run_state(component).turn = Turn(key, 10, None)
+    return component
+
+
+async def test_a_run_refused_after_a_tool_ran_is_not_run_again(compaction_that_works, captured_logs, key):
+    """The refused call after a tool is the call-fitting middleware's to retry (tests/services/test_call_fit.py)."""
+    model = ScriptedChatModel(script=["call the lookup tool", REFUSAL, "an answer", "another answer"])
+    component = agent_with_memory(model, key)
     tool_calls = []
 
     async def agent_run(_agent):  # the Agent's tool loop: model, tool, model again with the tool's result
@@ -63,10 +70,9 @@ async def test_a_run_refused_after_a_tool_ran_is_not_run_again(compaction_that_w
     assert CONTEXT_TOO_LONG.startswith("This conversation no longer fits")
 
 
-async def test_a_run_refused_at_its_first_model_call_is_retried_once(compaction_that_works):
+async def test_a_run_refused_at_its_first_model_call_is_retried_once(compaction_that_works, key):
     model = ScriptedChatModel(script=[REFUSAL, "an answer"])
-    component = SimpleNamespace(n_messages=10)
-    agent_model(component, model)
+    component = agent_with_memory(model, key)
 
     async def agent_run(_agent):
         return await model.ainvoke("What is in ticket T-1?")
@@ -103,22 +109,25 @@ def broken_database(monkeypatch, key):
     monkeypatch.setattr(agent_turn, "memory_turn", lambda _component: Turn(key, 10, None, context_window=1000))
 
 
-def running_agent():
+async def running_agent():
+    """An Agent past its history hook: its run's Turn read (by the guard the fixture sets up)."""
     component = SimpleNamespace(n_messages=10)
     agent_model(component, ScriptedChatModel())
+    await begin_turn(component)
     return component
 
 
 async def build_the_history():
-    assert await history_with_memory(running_agent(), stock=lambda: asyncio.sleep(0, result=[])) == []
+    assert await history_with_memory(await running_agent(), stock=lambda: asyncio.sleep(0, result=[])) == []
 
 
 async def search_older_messages():
-    assert await recall_tool(running_agent()).ainvoke({"query": "vault code"}) == SEARCH_UNAVAILABLE
+    tool = recall_tool(run_state(await running_agent()))
+    assert await tool.ainvoke({"query": "vault code"}) == SEARCH_UNAVAILABLE
 
 
 async def keep_the_last_calls_size():
-    component = running_agent()
+    component = await running_agent()
     run_state(component).history = History(messages=[])
     run_state(component).calls.last_call_tokens = 900  # 90% of the window: worth keeping
     await finish_turn(component, Message(text="the answer"))
@@ -145,8 +154,7 @@ async def a_turn_of_two_calls(key, captured_logs, usages: list[dict], **fold_cos
     """A turn whose two model calls (a tool call, then the answer) reported ``usages``, with folds that cost
     ``fold_costs``: the turn's ``session_memory_turn`` line and its Session memory step's facts."""
     model = ScriptedChatModel(script=[AIMessage(content="x", usage_metadata=usage) for usage in usages])
-    component = SimpleNamespace(n_messages=10)
-    agent_model(component, model)
+    component = agent_with_memory(model, key)
     for question in ("What is in ticket T-1?", "What is in ticket T-1? Tool result: the ticket"):
         await model.ainvoke(question)
     notes = "Key facts:\n- customer ACME\nConversation so far:\n- greetings"
@@ -197,6 +205,34 @@ async def test_the_turn_reports_the_input_written_to_the_provider_s_cache_as_lan
 
     assert " cached_input_tokens=0 cache_write_input_tokens=2030 " in line
     assert facts["cache_write_input_tokens"] == 2030
+
+
+async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypatch, key):
+    """The Turn is read once, at the history hook; the search tool, the answer's hooks and a compaction are
+    handed it (a second read would call back into the component mid-run: ``_get_llm``, remediation context)."""
+    reads = []
+    monkeypatch.setattr(agent_turn, "memory_turn", lambda component: reads.append(component) or Turn(key, 10, None))
+
+    async def history(service, turn):
+        return History(messages=[], fold_due=True)
+
+    folds = []
+    service = SimpleNamespace(
+        build_history=history,
+        background=SimpleNamespace(available=lambda: False),
+        fold_after_turn=lambda turn, _llm: asyncio.sleep(0, result=folds.append(turn)),
+        record_call_size=lambda _key, _tokens: asyncio.sleep(0),
+    )
+    monkeypatch.setattr(agent_turn, "get_session_memory_service", lambda: service)
+    component = SimpleNamespace(n_messages=10)
+    agent_model(component, ScriptedChatModel())
+
+    await history_with_memory(component, stock=lambda: asyncio.sleep(0, result=[]))
+    await recall_tool(run_state(component)).ainvoke({"query": ""})
+    await finish_turn(component, Message(text="the answer"))
+
+    assert len(reads) == 1
+    assert folds == [run_state(component).turn]
 
 
 def test_a_server_is_one_server_with_or_without_a_trailing_slash():

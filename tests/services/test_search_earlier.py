@@ -161,10 +161,15 @@ def memory_turn_of(monkeypatch):
     return use
 
 
+def run_with(turn: Turn) -> agent_turn.RunState:
+    """A run whose history hook read ``turn``."""
+    return agent_turn.RunState(turn=turn)
+
+
 async def test_the_tool_answers_the_model_with_the_matches(sessions, key, memory_turn_of):
     turn = await seed(sessions, key, {3: FACT})
     memory_turn_of(turn, sessions)
-    tool = recall_tool(SimpleNamespace())
+    tool = recall_tool(run_with(turn))
 
     text = await tool.ainvoke({"query": "vault code"})
 
@@ -177,9 +182,10 @@ async def test_a_failing_search_answers_unavailable_and_logs_no_text(key, memory
     def broken_database():
         raise ConnectionRefusedError("database at db.internal refused ZEBRA-42")
 
-    memory_turn_of(Turn(key=key, n_messages=WINDOW, input_message_id=None), broken_database)
+    turn = Turn(key=key, n_messages=WINDOW, input_message_id=None)
+    memory_turn_of(turn, broken_database)
 
-    text = await recall_tool(SimpleNamespace()).ainvoke({"query": "vault ZEBRA-42"})
+    text = await recall_tool(run_with(turn)).ainvoke({"query": "vault ZEBRA-42"})
 
     assert text == SEARCH_UNAVAILABLE
     [failure] = [log for log in captured_logs if log["event"].startswith("session_memory_search_failed")]
@@ -188,18 +194,20 @@ async def test_a_failing_search_answers_unavailable_and_logs_no_text(key, memory
 
 
 class Agent(SimpleNamespace):
-    """The parts of a running Agent the tool's guard reads."""
+    """The parts of a running Agent the tool's guard reads: its switches, and its run's Turn once the history
+    hook has read it (``turn``)."""
+
+    def __init__(self, turn: Turn | None = None, **inputs):
+        super().__init__(**inputs)
+        agent_turn.run_state(self).turn = turn
 
     def set_tools_callbacks(self, tools, callbacks):
         self.callbacks_set_on = [tool.name for tool in tools]
 
-    def _get_shared_callbacks(self):
-        return []
-
 
 @pytest.fixture
-def memory_applies(monkeypatch, key):
-    monkeypatch.setattr(agent_turn, "memory_turn", lambda _c: Turn(key, WINDOW, None))
+def memory_applies(key):
+    return Turn(key, WINDOW, None)
 
 
 @pytest.mark.parametrize(
@@ -214,18 +222,17 @@ def memory_applies(monkeypatch, key):
 )
 async def test_the_tool_is_offered_only_with_both_switches_on(memory_applies, inputs, offered):
     stock = [SimpleNamespace(name="lookup")]
-    tools = await with_recall_tool(Agent(**inputs), stock)
+    tools = await with_recall_tool(Agent(memory_applies, **inputs), stock)
     assert [tool.name for tool in tools] == (["lookup", TOOL_NAME] if offered else ["lookup"])
 
 
-async def test_the_tool_is_not_offered_where_memory_does_not_apply(monkeypatch):
-    monkeypatch.setattr(agent_turn, "memory_turn", lambda _c: None)
-    assert await with_recall_tool(Agent(summarize_older_messages=True), None) is None
+async def test_the_tool_is_not_offered_where_memory_does_not_apply():
+    assert await with_recall_tool(Agent(None, summarize_older_messages=True), None) is None
 
 
 async def test_a_connected_tool_of_the_same_name_wins(memory_applies):
     connected = [SimpleNamespace(name=TOOL_NAME)]
-    assert await with_recall_tool(Agent(summarize_older_messages=True), connected) is connected
+    assert await with_recall_tool(Agent(memory_applies, summarize_older_messages=True), connected) is connected
 
 
 async def test_an_answer_stored_with_the_inputs_timestamp_does_not_move_the_window(sessions, key):
@@ -253,12 +260,13 @@ class Tracing(AsyncCallbackHandler):
         self.tool_runs.append(serialized["name"])
 
 
-async def test_the_tool_runs_with_the_agents_tracing_callbacks(sessions, key, memory_turn_of, memory_applies):
-    turn = await seed(sessions, key, {3: FACT})
-    memory_turn_of(turn, sessions)
+async def test_the_tool_runs_with_the_agents_tracing_callbacks(sessions, key, memory_turn_of):
     tracing = Tracing()
     agent = SessionMemoryAgentComponent.__new__(SessionMemoryAgentComponent)  # as Langflow's own Agent tests build one
     agent.summarize_older_messages, agent.shared_callbacks = True, [tracing]
+    turn = replace(await seed(sessions, key, {3: FACT}), tracing=tuple(agent_turn.tracing_callbacks(agent)))
+    memory_turn_of(turn, sessions)
+    agent_turn.run_state(agent).turn = turn  # as the history hook reads it
 
     [tool] = await with_recall_tool(agent, [])
     answer = await tool.ainvoke({"query": "vault code"})

@@ -20,8 +20,8 @@ from lfx.schema.properties import Usage
 from langflow_session_memory.services.session_memory import context_size, playground, prompt_caching
 from langflow_session_memory.services.session_memory.agent_turn import (
     ModelCalls,
+    begin_turn,
     configured_context_window,
-    fold_model_of,
     memory_switched_on,
     model_url,
     request_tokens,
@@ -93,13 +93,18 @@ async def agent_tools(component, tools):
 
 
 async def history_with_memory(component, stock: Callable[[], Awaitable[list[Message]]]) -> list[Message]:
-    """The Agent's history with the summary first; the stock history whenever memory cannot apply."""
-    built = await with_memory(component, lambda service, turn: service.build_history(turn, fold_model_of(component)))
+    """The Agent's history with the summary first; the stock history whenever memory cannot apply.
+
+    The run's Turn is read here, once (:func:`agent_turn.begin_turn`): every later hook is handed it.
+    """
+    state = run_state(component)
+    state.history = None
+    await begin_turn(component)
+    built = await with_memory(state, lambda service, turn: service.build_history(turn, state.fold_model))
     if built is None:
         return await stock()
-    _turn, history = built
-    run_state(component).history = history
-    return history.messages
+    _turn, state.history = built
+    return state.history.messages
 
 
 def with_memory_step(component, message: Message) -> Message:
@@ -138,10 +143,10 @@ async def _fold_after_answer(component) -> None:
     On a server's loop the fold is a background task; where none runs (``lfx run``, a
     script) it is awaited here, after the answer, by the same path.
     """
-    history = run_state(component).history
-    if history is None or not history.fold_due:
+    state = run_state(component)
+    if state.history is None or not state.history.fold_due:
         return
-    llm = fold_model_of(component)
+    llm = state.fold_model
 
     async def fold(service, turn):
         if service.background.available():
@@ -149,7 +154,7 @@ async def _fold_after_answer(component) -> None:
         else:
             await service.fold_after_turn(turn, llm)
 
-    await with_memory(component, fold)
+    await with_memory(state, fold)
 
 
 async def _add_fold_usage(component, result: Message) -> Message:
@@ -162,14 +167,14 @@ async def _add_fold_usage(component, result: Message) -> Message:
     """
     state = run_state(component)
     history = state.history
-    if history is None or result.properties is None:
+    if history is None or state.turn is None or result.properties is None:
         return result
     usage, estimated = result.properties.usage, history.tokens_estimated
     cached = state.calls.cached_input_tokens if state.calls else 0
     written = state.calls.cache_write_input_tokens if state.calls else 0
     if usage is None or not usage.input_tokens:
         usage = Usage(
-            input_tokens=request_tokens(component, getattr(component, "chat_history", None) or []),
+            input_tokens=request_tokens(state.turn, getattr(component, "chat_history", None) or []),
             output_tokens=context_size.estimate_tokens(result.text if isinstance(result.text, str) else ""),
         )
         estimated = True
@@ -240,7 +245,7 @@ async def _record_call_size(component) -> None:
         if keep != (history.state.last_call_tokens if history.state else None):
             await service.record_call_size(turn.key, keep)
 
-    await with_memory(component, record, failure_event="session_memory_call_size_failed")
+    await with_memory(state, record, failure_event="session_memory_call_size_failed")
 
 
 async def run_with_context_recovery(component, agent, run: Callable[[object], Awaitable[Message]]) -> Message:
@@ -254,7 +259,10 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
     below the window, ends the turn with :data:`CONTEXT_TOO_LONG` instead of a provider stack
     trace.
     """
-    calls = run_state(component).calls
+    state = run_state(component)
+    if state.turn is None:  # memory does not apply to this run: the stock Agent's run
+        return await run(agent)
+    calls = state.calls
     started_before = calls.started if calls else 0
     try:
         return await run(agent)
@@ -263,7 +271,7 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
     except Exception as error:
         model_calls = (calls.started if calls else 0) - started_before
         # After a tool ran, the call-fitting middleware has already retried (or judged) the refused call.
-        if model_calls > 1 or not _refused_as_too_long(component, error):
+        if model_calls > 1 or not _refused_as_too_long(component, state.turn, error):
             raise
         await logger.awarning(f"session_context_overflow attempt=1 result=refused reason={describe(error)!r}")
         compacted = await _compacted_history(component)
@@ -273,7 +281,7 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
     try:
         result = await run(agent)
     except Exception as error:
-        if not _refused_as_too_long(component, error):
+        if not _refused_as_too_long(component, state.turn, error):
             raise
         await logger.awarning("session_context_overflow attempt=2 result=refused action=give_up")
         raise ContextTooLongError(CONTEXT_TOO_LONG) from error
@@ -281,7 +289,7 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
     return result
 
 
-def _refused_as_too_long(component, error: Exception) -> bool:
+def _refused_as_too_long(component, turn, error: Exception) -> bool:
     """The provider's "prompt too long", or an empty stream where the request could overflow the window.
 
     llama-cpp-python's server answers an overflowing streamed request with an empty 200
@@ -292,14 +300,15 @@ def _refused_as_too_long(component, error: Exception) -> bool:
     # cloud model's name, whose LangChain profile claims a window the server does not have.
     return context_size.is_probable_overflow(
         error,
-        request_tokens=request_tokens(component, getattr(component, "chat_history", None) or []),
+        request_tokens=request_tokens(turn, getattr(component, "chat_history", None) or []),
         context_window=configured_context_window(component) or None,
     )
 
 
 async def _compacted_history(component):
     """The summary-only history, or None when even that cannot fit (so retrying is pointless)."""
-    built = await with_memory(component, lambda service, turn: service.compact(turn, fold_model_of(component)))
+    state = run_state(component)
+    built = await with_memory(state, lambda service, turn: service.compact(turn, state.fold_model))
     if built is None:
         return None
     turn, history = built
@@ -310,7 +319,6 @@ async def _compacted_history(component):
     )
     if turn.context_window and size_after > turn.context_window:
         return None
-    state = run_state(component)
     if state.history is not None:
         history = replace(
             history,

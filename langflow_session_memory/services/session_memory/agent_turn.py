@@ -1,8 +1,10 @@
 """A running Agent component, read for session memory: its switches, its turn, and what one run carries.
 
-The one guard every path goes through (:func:`memory_turn`, :func:`with_memory`): where memory
-must not apply, or anything of it fails, the caller gets None and the Agent goes on as the
-stock one. What a run carries between Langflow's hooks lives in one :class:`RunState`.
+The one guard every path goes through: :func:`begin_turn` reads the component once, at the
+history hook (before the Agent runs), into the run's :class:`Turn`; :func:`with_memory` hands
+that Turn to every later hook. Where memory must not apply, or anything of it fails, the caller
+gets None and the Agent goes on as the stock one. What a run carries between Langflow's hooks
+lives in one :class:`RunState`; nothing here calls back into the component once the Turn is built.
 """
 
 import json
@@ -99,11 +101,14 @@ class CallReductions:
 
 @dataclass
 class RunState:
-    """What one run of the Agent carries from hook to hook: its model, the calls it made, the history it got,
-    and what fitting its calls to the window changed."""
+    """What one run of the Agent carries from hook to hook: its model, the calls it made, its Turn (None where
+    memory does not apply) and the model that folds for it, the history it got, and what fitting its calls to
+    the window changed."""
 
     model: BaseChatModel | None = None
     calls: ModelCalls | None = None
+    turn: Turn | None = None
+    fold_model: BaseChatModel | None = None
     history: History | None = None
     reductions: CallReductions = field(default_factory=CallReductions)
 
@@ -161,11 +166,25 @@ def fold_model_of(component) -> BaseChatModel:
     return summary_model_of(component) or agent_model_of(component)
 
 
-def request_tokens(component, messages) -> int:
+def request_tokens(turn: Turn, messages) -> int:
     """The estimated size of the Agent's request with ``messages`` as its history."""
     texts = (getattr(message, "text", "") for message in messages)
-    history = context_size.estimated_size(text if isinstance(text, str) else "" for text in texts)
-    return _fixed_tokens(component) + history
+    return turn.fixed_tokens + context_size.estimated_size(text if isinstance(text, str) else "" for text in texts)
+
+
+async def begin_turn(component) -> Turn | None:
+    """Read this run's Turn from the component, once, at the history hook; kept on the run's state with the
+    model that folds for it, so no later hook reads the component again. None where memory does not apply or
+    reading it failed (logged without any text)."""
+    state = run_state(component)
+    state.turn, state.fold_model = None, None
+    try:
+        turn = memory_turn(component)
+        if turn is not None:
+            state.turn, state.fold_model = turn, fold_model_of(component)
+    except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
+        await logger.aerror(f"{FALLBACK_EVENT} reason={describe(error)}")
+    return state.turn
 
 
 def memory_turn(component) -> Turn | None:
@@ -226,12 +245,13 @@ def tracing_callbacks(component) -> list:
     return list(shared()) if callable(shared) else []
 
 
-async def with_memory(component, build, failure_event: str = FALLBACK_EVENT):
-    """Run ``build(service, turn)``; None where memory does not apply or failed (logged without any text)."""
+async def with_memory(state: RunState, build, failure_event: str = FALLBACK_EVENT):
+    """Run ``build(service, turn)`` with the run's Turn; None where memory does not apply or failed (logged
+    without any text)."""
+    turn = state.turn
+    if turn is None:
+        return None
     try:
-        turn = memory_turn(component)
-        if turn is None:
-            return None
         return turn, await build(get_session_memory_service(), turn)
     except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
         await logger.aerror(f"{failure_event} reason={describe(error)}")

@@ -1,7 +1,7 @@
 """The Agent's ``search_earlier_messages`` tool: the session's messages older than its raw window.
 
 Offered only where the history has memory (the switch on, "Search Older Messages" on, and
-the same guard as the history), so its scope is the history's key. A turn that does not
+the run's Turn, read by the history's guard), so its scope is the history's key. A turn that does not
 call it costs nothing but the tool's description in the request; a call runs two bounded
 statements. Its answer goes to the model only: Langflow shows the call among the Agent's
 steps, and no chat message is stored for it. A failed search answers "unavailable" and
@@ -14,7 +14,6 @@ from langchain_core.tools import StructuredTool
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import agent_turn, messages
-from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.search import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
@@ -41,27 +40,23 @@ async def with_recall_tool(component, tools):
         return tools
     if any(getattr(tool, "name", None) == TOOL_NAME for tool in tools or []):
         return tools
-    try:
-        applies = agent_turn.memory_turn(component) is not None
-    except Exception as error:  # noqa: BLE001 - the tool is an extra: without it the turn goes on; logged
-        await logger.aerror(f"{SEARCH_FAILED_EVENT} reason={describe(error)}")
+    state = agent_turn.run_state(component)
+    if state.turn is None:
         return tools
-    if not applies:
-        return tools
-    tool = recall_tool(component)
-    component.set_tools_callbacks([tool], component._get_shared_callbacks())
+    tool = recall_tool(state)
+    component.set_tools_callbacks([tool], list(state.turn.tracing))
     return [*(tools or []), tool]
 
 
-def recall_tool(component) -> StructuredTool:
-    """The tool, bound to the running component: its key is read when the model calls it."""
+def recall_tool(state: agent_turn.RunState) -> StructuredTool:
+    """The tool, bound to the run: it searches with the run's Turn (its key and window)."""
 
     async def search_earlier_messages(query: str) -> str:
         words = keywords(query)
         if not words:
             return answer([], words)
         found = await agent_turn.with_memory(
-            component,
+            state,
             lambda service, turn: find_earlier(service.sessions, turn, words),
             failure_event=SEARCH_FAILED_EVENT,
         )
