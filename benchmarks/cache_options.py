@@ -31,9 +31,9 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 
-from langflow_session_memory.services.session_memory.assembly import SUMMARY_FRAME
-from langflow_session_memory.services.session_memory.prompt_caching import CACHE_CONTROL
-from langflow_session_memory.services.session_memory.summarizer import SUMMARY_INSTRUCTIONS
+from langflow_session_memory.services.session_memory.agent.prompt_caching import CACHE_CONTROL
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
+from langflow_session_memory.services.session_memory.summary.summarizer import SUMMARY_INSTRUCTIONS
 from langflow_session_memory.testing.fake_anthropic import blocks_of, cache_blocks
 from langflow_session_memory.testing.fake_openai import content_text, serialized_prompt
 from langflow_session_memory.testing.prompt_cache import (

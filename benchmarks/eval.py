@@ -627,7 +627,7 @@ ANTHROPIC_NOTE = (
     "after the last use) and reports `cache_read_input_tokens` and `cache_creation_input_tokens` as Anthropic does. "
     "Langflow's stock Agent marks no breakpoint, so nothing is cached and every token is billed in full; with the "
     "switch on, the Agent marks the last tool definition, the system prompt, the notes and (top-level "
-    "`cache_control`) the request's last block (`services/session_memory/prompt_caching.py`). Billed input is "
+    "`cache_control`) the request's last block (`services/session_memory/agent/prompt_caching.py`). Billed input is "
     "uncached tokens + 0.1 x tokens read + 1.25 x tokens written (Anthropic's 5-minute cache, every model). "
     "Tokens here count the tool definitions as the server does, so they differ slightly from the table above."
 )

@@ -1,6 +1,6 @@
 """Time of one ``search_earlier_messages`` call on a 100,000-message session, SQLite and PostgreSQL.
 
-What is timed is the tool's work after the model called it (``recall_tool.find_earlier``):
+What is timed is the tool's work after the model called it (``search_tool.find_earlier``):
 the window's start (one keyset statement with OFFSET N-1), the candidates (messages
 before it holding any keyword, newest first, LIMIT 200, the first 20,000 characters of
 each) and the ranking. The session is bulk-inserted as Langflow stores it; a few facts sit
@@ -33,10 +33,10 @@ from benchmarks.databases import postgres_database
 from benchmarks.history import p95
 from benchmarks.session_delete import message_row
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.model import SessionKey
-from langflow_session_memory.services.session_memory.recall_tool import find_earlier
-from langflow_session_memory.services.session_memory.search import keywords
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.agent.search import keywords
+from langflow_session_memory.services.session_memory.agent.search_tool import find_earlier
+from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.storage.model import SessionKey
 
 N_MESSAGES = 10
 INSERT_CHUNK = 5_000

@@ -22,9 +22,10 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from langflow_session_memory import launcher, operator_database
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.operator_database import DatabaseProblem, shown
-from langflow_session_memory.services.session_memory import store, summarizer
-from langflow_session_memory.services.session_memory.model import TABLE_NAME
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND
+from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
+from langflow_session_memory.services.session_memory.summary import summarizer
 
 CANNOT = 2
 

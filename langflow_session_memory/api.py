@@ -23,10 +23,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from langflow_session_memory.services.session_memory import store, summarizer
-from langflow_session_memory.services.session_memory.model import SessionKey, SessionMemoryState
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND, describe, table_missing
 from langflow_session_memory.services.session_memory.runtime import langflow_database_session
+from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionMemoryState
+from langflow_session_memory.services.session_memory.summary import summarizer
 
 NOT_FOUND = "No session memory here"
 TABLE_MISSING = f"session memory table missing: run `{MIGRATE_COMMAND}`"

@@ -29,7 +29,7 @@ from sqlalchemy import inspect, make_url
 from sqlalchemy.exc import DBAPIError
 
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.model import TABLE_NAME
+from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 CHECKOUT_LABEL = "the checkout's make run database"

@@ -3,7 +3,7 @@
 Langflow never runs ``on_event("startup")`` handlers; a router lifespan does run, after
 Langflow's own migrations, once per worker. A failure is logged (its kind, never its
 text: see ``reasons``) and Langflow starts anyway: the Agent then falls back to its stock
-history (see ``agent_turn``).
+history (see ``guard``).
 """
 
 import asyncio
@@ -15,8 +15,8 @@ from lfx.log.logger import logger
 from sqlalchemy.exc import IntegrityError
 
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners, sweep
 from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners, sweep
 from langflow_session_memory.starter_flow import install_starter_flow
 
 SWEEP_INTERVAL_SECONDS = 3600

@@ -15,8 +15,8 @@ from langflow_session_memory import operator_database
 from langflow_session_memory.__main__ import main
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.operator_database import CHECKOUT_LABEL, DEFAULT_LABEL, DatabaseProblem, choose_database
-from langflow_session_memory.services.session_memory import store
-from langflow_session_memory.services.session_memory.model import TABLE_NAME, SessionKey, SessionState
+from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME, SessionKey, SessionState
 from tests.databases import fresh_postgres_database, langflow_schema_database
 
 ROOT = Path(__file__).parent.parent

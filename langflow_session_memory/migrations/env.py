@@ -8,7 +8,7 @@ from alembic import context
 from sqlalchemy import text
 
 from langflow_session_memory.migrations.runner import POSTGRES_LOCK_KEY, VERSION_TABLE
-from langflow_session_memory.services.session_memory.model import session_memory_metadata
+from langflow_session_memory.services.session_memory.storage.model import session_memory_metadata
 
 
 def include_name(name: str | None, type_: str, parent_names: dict[str, str | None]) -> bool:  # noqa: ARG001

@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, event, inspect, pool
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from langflow_session_memory.services.session_memory.model import TABLE_NAME
+from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
 
 VERSION_TABLE = "alembic_version_session_memory"
 # Distinct from Langflow's own migration lock so the two never wait on each other.

@@ -11,7 +11,7 @@ import uuid
 
 from langflow.memory import delete_message
 
-from langflow_session_memory.services.session_memory.playground import STEP_NAME
+from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME
 
 
 def new_session() -> str:

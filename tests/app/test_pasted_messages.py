@@ -7,7 +7,7 @@ messages; the switch must not add the pastes waiting beyond its window on top of
 
 import uuid
 
-from langflow_session_memory.services.session_memory.context_size import CONTEXT_TOO_LONG
+from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG
 from tests.app.test_real_server_behaviour import behaving
 from tests.app.test_tool_results import answer_of, step_facts
 

@@ -24,7 +24,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.playground import NOTES_KEPT_OUT, STEP_NAME
+from langflow_session_memory.services.session_memory.agent.playground import NOTES_KEPT_OUT, STEP_NAME
 from tests.app.langflow_app import serving_langflow, shared_log_file
 from tests.app.langflow_client import LangflowClient
 from tests.app.test_session_memory_agent import FACT, QUESTION, switch_on_in_flow, talk

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from langflow_session_memory.services.session_memory.assembly import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
 from langflow_session_memory.services.session_memory.settings import WAIT_FOR_FOLDS_VARIABLE
-from langflow_session_memory.services.session_memory.summarizer import FOLD_OUTPUT_TOKENS, SUMMARY_INSTRUCTIONS
+from langflow_session_memory.services.session_memory.summary.summarizer import FOLD_OUTPUT_TOKENS, SUMMARY_INSTRUCTIONS
 
 FACT = "Our project is PRJ-123 on the EU cluster."
 

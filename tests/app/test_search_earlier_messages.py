@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import insert
 
-from langflow_session_memory.services.session_memory.playground import STEP_NAME
-from langflow_session_memory.services.session_memory.recall_tool import TOOL_DESCRIPTION, TOOL_NAME
+from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME
+from langflow_session_memory.services.session_memory.agent.search_tool import TOOL_DESCRIPTION, TOOL_NAME
 from tests.app.langflow_client import MESSAGE, insert_state_row, message_row
 from tests.app.test_session_memory_agent import chat_requests, talk
 

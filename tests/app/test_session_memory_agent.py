@@ -11,8 +11,8 @@ from lfx.components.models_and_agents.agent import AgentComponent
 
 import langflow_session_memory
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.assembly import SUMMARY_FRAME
-from langflow_session_memory.services.session_memory.playground import STEP_NAME
+from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 
 FACT = "Our project is PRJ-123 on the EU cluster."

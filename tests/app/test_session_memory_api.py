@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from langflow_session_memory.api import TABLE_MISSING
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.assembly import SUMMARY_FRAME
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
 from tests.app.langflow_client import FOLDED_MESSAGES, SEEDED_SUMMARY, STARTER_FLOW, insert_state_row
 from tests.app.langflow_subjects import Builder, multi_user_mode
 

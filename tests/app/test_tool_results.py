@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from langflow_session_memory.services.session_memory.playground import STEP_NAME
+from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME
 from tests.app.langflow_client import CLAUDE, MODEL
 from tests.app.test_real_server_behaviour import behaving
 

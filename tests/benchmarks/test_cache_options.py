@@ -12,7 +12,7 @@ from benchmarks.cache_options import (
     option_ratios,
     without_breakpoints,
 )
-from langflow_session_memory.services.session_memory.summarizer import SUMMARY_INSTRUCTIONS
+from langflow_session_memory.services.session_memory.summary.summarizer import SUMMARY_INSTRUCTIONS
 from langflow_session_memory.testing.fake_anthropic import breakpoints_marked
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant. " * 200}  # about 1,500 tokens

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.model import (
+from langflow_session_memory.services.session_memory.storage.model import (
     TABLE_NAME,
     SessionMemoryState,
     session_memory_metadata,

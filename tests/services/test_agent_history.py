@@ -9,8 +9,9 @@ from lfx.schema.message import Message
 from lfx.schema.properties import Properties, Usage
 from sqlalchemy.exc import OperationalError
 
-from langflow_session_memory.services.session_memory import agent_history, agent_turn
-from langflow_session_memory.services.session_memory.agent_history import (
+from langflow_session_memory.services.session_memory.agent import guard, hooks
+from langflow_session_memory.services.session_memory.agent.guard import begin_turn, run_state
+from langflow_session_memory.services.session_memory.agent.hooks import (
     CONTEXT_TOO_LONG,
     agent_model,
     finish_turn,
@@ -18,12 +19,11 @@ from langflow_session_memory.services.session_memory.agent_history import (
     memory_switched_on,
     run_with_context_recovery,
 )
-from langflow_session_memory.services.session_memory.agent_turn import begin_turn, run_state
-from langflow_session_memory.services.session_memory.model import SessionState
-from langflow_session_memory.services.session_memory.playground import memory_step
-from langflow_session_memory.services.session_memory.recall_tool import SEARCH_UNAVAILABLE, recall_tool
+from langflow_session_memory.services.session_memory.agent.playground import memory_step
+from langflow_session_memory.services.session_memory.agent.search_tool import SEARCH_UNAVAILABLE, search_tool
+from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import History, SessionMemoryService
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.storage.model import SessionState
 from tests.chat import ScriptedChatModel
 
 MARKER = "PARTIAL-ANSWER-MARKER-4471"
@@ -39,7 +39,7 @@ def compaction_that_works(monkeypatch):
     async def compacted(component):
         return SimpleNamespace(messages=[])
 
-    monkeypatch.setattr(agent_history, "_compacted_history", compacted)
+    monkeypatch.setattr(hooks, "_compacted_history", compacted)
 
 
 def agent_with_memory(model, key) -> SimpleNamespace:
@@ -105,8 +105,8 @@ def broken_database(monkeypatch, key):
         raise DATABASE_ERROR
 
     service = SessionMemoryService(sessions=failing_session)
-    monkeypatch.setattr(agent_turn, "get_session_memory_service", lambda: service)
-    monkeypatch.setattr(agent_turn, "memory_turn", lambda _component: Turn(key, 10, None, context_window=1000))
+    monkeypatch.setattr(guard, "get_session_memory_service", lambda: service)
+    monkeypatch.setattr(guard, "memory_turn", lambda _component: Turn(key, 10, None, context_window=1000))
 
 
 async def running_agent():
@@ -122,7 +122,7 @@ async def build_the_history():
 
 
 async def search_older_messages():
-    tool = recall_tool(run_state(await running_agent()))
+    tool = search_tool(run_state(await running_agent()))
     assert await tool.ainvoke({"query": "vault code"}) == SEARCH_UNAVAILABLE
 
 
@@ -211,7 +211,7 @@ async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypat
     """The Turn is read once, at the history hook; the search tool, the answer's hooks and a compaction are
     handed it (a second read would call back into the component mid-run: ``_get_llm``, remediation context)."""
     reads = []
-    monkeypatch.setattr(agent_turn, "memory_turn", lambda component: reads.append(component) or Turn(key, 10, None))
+    monkeypatch.setattr(guard, "memory_turn", lambda component: reads.append(component) or Turn(key, 10, None))
 
     async def history(service, turn):
         return History(messages=[], fold_due=True)
@@ -223,12 +223,12 @@ async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypat
         fold_after_turn=lambda turn, _llm: asyncio.sleep(0, result=folds.append(turn)),
         record_call_size=lambda _key, _tokens: asyncio.sleep(0),
     )
-    monkeypatch.setattr(agent_turn, "get_session_memory_service", lambda: service)
+    monkeypatch.setattr(guard, "get_session_memory_service", lambda: service)
     component = SimpleNamespace(n_messages=10)
     agent_model(component, ScriptedChatModel())
 
     await history_with_memory(component, stock=lambda: asyncio.sleep(0, result=[]))
-    await recall_tool(run_state(component)).ainvoke({"query": ""})
+    await search_tool(run_state(component)).ainvoke({"query": ""})
     await finish_turn(component, Message(text="the answer"))
 
     assert len(reads) == 1
@@ -244,4 +244,4 @@ def test_a_server_is_one_server_with_or_without_a_trailing_slash():
     from_client = ChatOpenAI(model="gpt-4o-mini", api_key="sk-local")
     from_client.root_client.base_url = "http://127.0.0.2:8765/v1/"
 
-    assert agent_turn.model_url(given) == agent_turn.model_url(from_client) == "http://127.0.0.2:8765/v1"
+    assert guard.model_url(given) == guard.model_url(from_client) == "http://127.0.0.2:8765/v1"

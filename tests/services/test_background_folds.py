@@ -3,10 +3,10 @@
 import asyncio
 from datetime import timedelta
 
-from langflow_session_memory.services.session_memory import store
-from langflow_session_memory.services.session_memory.assembly import HISTORY_START_NOTE
-from langflow_session_memory.services.session_memory.background import BackgroundFolds
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
+from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.storage import store
 from tests.chat import ScriptedChatModel
 from tests.services.test_service import WINDOW, delete_state_rows, row, seed, texts
 

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langflow.services.database.models.message.model import MessageTable
 
-from langflow_session_memory.services.session_memory import store
-from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners
-from langflow_session_memory.services.session_memory.model import SessionKey
+from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners
+from langflow_session_memory.services.session_memory.storage.model import SessionKey
 from tests.chat import START, ScriptedChatModel, store_rows
 
 # A turn whose answer is read before the next message (its fold lands), one that comes while

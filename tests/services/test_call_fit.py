@@ -9,9 +9,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from langflow_session_memory.services.session_memory import context_size
-from langflow_session_memory.services.session_memory.assembly import SUMMARY_ACKNOWLEDGEMENT, notes_text
-from langflow_session_memory.services.session_memory.call_fit import (
+from langflow_session_memory.services.session_memory.agent.call_fit_middleware import CallFitMiddleware
+from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, notes_text
+from langflow_session_memory.services.session_memory.rules.call_fit import (
     MIN_CLIPPED_TOKENS,
     after_tool,
     clipped_text,
@@ -21,8 +22,7 @@ from langflow_session_memory.services.session_memory.call_fit import (
     sizes,
     water_level,
 )
-from langflow_session_memory.services.session_memory.call_fit_middleware import CallFitMiddleware
-from langflow_session_memory.services.session_memory.context_size import ContextTooLongError, window_named_in
+from langflow_session_memory.services.session_memory.rules.context_size import ContextTooLongError, window_named_in
 from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
 from tests.services.test_overflow_signals import OVERFLOW_TEXTS
 

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langflow_session_memory.services.session_memory.context_size import estimate_tokens
-from langflow_session_memory.services.session_memory.planner import plan_fold, raw_window_start
+from langflow_session_memory.services.session_memory.rules.context_size import estimate_tokens
+from langflow_session_memory.services.session_memory.rules.planner import plan_fold, raw_window_start
 
 
 def test_raw_part_starts_at_a_user_message_and_fits():

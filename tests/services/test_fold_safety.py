@@ -13,11 +13,11 @@ from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import delete
 from sqlalchemy.exc import OperationalError
 
-from langflow_session_memory.services.session_memory import store
-from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners
-from langflow_session_memory.services.session_memory.fold_runner import COMPACTION_WAIT_SECONDS, FoldRunner
+from langflow_session_memory.services.session_memory.folding.runner import COMPACTION_WAIT_SECONDS, FoldRunner
+from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import INLINE_BATCH, folded_turn
 

@@ -9,7 +9,7 @@ read from the source named in the row: the server's code, its SDK, LiteLLM's exc
 import pytest
 from langchain_core.exceptions import ContextOverflowError
 
-from langflow_session_memory.services.session_memory.context_size import (
+from langflow_session_memory.services.session_memory.rules.context_size import (
     EMPTY_STREAM,
     OVERFLOW_PHRASES,
     is_context_length_error,

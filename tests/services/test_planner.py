@@ -5,11 +5,10 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langflow_session_memory.services.session_memory.planner import (
+from langflow_session_memory.services.session_memory.rules.planner import (
     FOLD_BATCH_SIZE,
     gap_fetch_limit,
     plan_fold,
-    position,
     raw_gap_limit,
 )
 
@@ -18,6 +17,11 @@ from langflow_session_memory.services.session_memory.planner import (
 class Msg:
     timestamp: int
     id: int
+
+
+def position(message: Msg) -> tuple:
+    """The order every query and plan keeps: ``(timestamp, id)``."""
+    return (message.timestamp, message.id)
 
 
 def session(unfolded: int, window: int) -> tuple[list[Msg], list[Msg]]:

@@ -6,7 +6,7 @@ from lfx.schema.content_types import ContentBlock, TextContent, ToolContent
 from lfx.schema.legacy_render import render_v1_content_blocks
 from lfx.schema.message import Message
 
-from langflow_session_memory.services.session_memory.playground import (
+from langflow_session_memory.services.session_memory.agent.playground import (
     STEP_NAME,
     as_markdown,
     kept_out,
@@ -16,7 +16,7 @@ from langflow_session_memory.services.session_memory.playground import (
     with_turn_facts,
     without_notes,
 )
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.rules.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 
 NOTES = "Key facts:\n- PRJ-123 on the EU cluster\nConversation so far:\n- the project was named"

@@ -12,14 +12,14 @@ from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 
-from langflow_session_memory.services.session_memory.assembly import SUMMARY_ACKNOWLEDGEMENT, notes_text
-from langflow_session_memory.services.session_memory.prompt_caching import (
+from langflow_session_memory.services.session_memory.agent.prompt_caching import (
     CACHE_CONTROL,
     MAX_BREAKPOINTS,
     NotesBreakpoint,
     breakpoints,
     cache_breakpoints,
 )
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, notes_text
 from langflow_session_memory.testing.fake_anthropic import breakpoints_marked, cache_blocks
 from tests.claude import SONNET, claude, search_earlier_messages
 

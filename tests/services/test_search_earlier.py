@@ -10,17 +10,17 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 
 from langflow_session_memory.components.session_memory.session_memory_agent import SessionMemoryAgentComponent
-from langflow_session_memory.services.session_memory import agent_turn
-from langflow_session_memory.services.session_memory.background import BackgroundFolds
-from langflow_session_memory.services.session_memory.recall_tool import (
+from langflow_session_memory.services.session_memory.agent import guard
+from langflow_session_memory.services.session_memory.agent.search import EXCERPT_CHARACTERS, MAX_RESULTS, keywords
+from langflow_session_memory.services.session_memory.agent.search_tool import (
     SEARCH_UNAVAILABLE,
     TOOL_NAME,
     find_earlier,
-    recall_tool,
-    with_recall_tool,
+    search_tool,
+    with_search_tool,
 )
-from langflow_session_memory.services.session_memory.search import EXCERPT_CHARACTERS, MAX_RESULTS, keywords
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
+from langflow_session_memory.services.session_memory.rules.turn import Turn
 from tests.chat import START, chat_rows, store_rows
 
 WINDOW = 10
@@ -154,22 +154,22 @@ def memory_turn_of(monkeypatch):
     """The Langflow side of the tool: the turn the history guard gives, and the service's sessions."""
 
     def use(turn: Turn, sessions):
-        monkeypatch.setattr(agent_turn, "memory_turn", lambda _component: turn)
+        monkeypatch.setattr(guard, "memory_turn", lambda _component: turn)
         service = SimpleNamespace(sessions=sessions, background=BackgroundFolds())
-        monkeypatch.setattr(agent_turn, "get_session_memory_service", lambda: service)
+        monkeypatch.setattr(guard, "get_session_memory_service", lambda: service)
 
     return use
 
 
-def run_with(turn: Turn) -> agent_turn.RunState:
+def run_with(turn: Turn) -> guard.RunState:
     """A run whose history hook read ``turn``."""
-    return agent_turn.RunState(turn=turn)
+    return guard.RunState(turn=turn)
 
 
 async def test_the_tool_answers_the_model_with_the_matches(sessions, key, memory_turn_of):
     turn = await seed(sessions, key, {3: FACT})
     memory_turn_of(turn, sessions)
-    tool = recall_tool(run_with(turn))
+    tool = search_tool(run_with(turn))
 
     text = await tool.ainvoke({"query": "vault code"})
 
@@ -185,7 +185,7 @@ async def test_a_failing_search_answers_unavailable_and_logs_no_text(key, memory
     turn = Turn(key=key, n_messages=WINDOW, input_message_id=None)
     memory_turn_of(turn, broken_database)
 
-    text = await recall_tool(run_with(turn)).ainvoke({"query": "vault ZEBRA-42"})
+    text = await search_tool(run_with(turn)).ainvoke({"query": "vault ZEBRA-42"})
 
     assert text == SEARCH_UNAVAILABLE
     [failure] = [log for log in captured_logs if log["event"].startswith("session_memory_search_failed")]
@@ -199,7 +199,7 @@ class Agent(SimpleNamespace):
 
     def __init__(self, turn: Turn | None = None, **inputs):
         super().__init__(**inputs)
-        agent_turn.run_state(self).turn = turn
+        guard.run_state(self).turn = turn
 
     def set_tools_callbacks(self, tools, callbacks):
         self.callbacks_set_on = [tool.name for tool in tools]
@@ -222,17 +222,17 @@ def memory_applies(key):
 )
 async def test_the_tool_is_offered_only_with_both_switches_on(memory_applies, inputs, offered):
     stock = [SimpleNamespace(name="lookup")]
-    tools = await with_recall_tool(Agent(memory_applies, **inputs), stock)
+    tools = await with_search_tool(Agent(memory_applies, **inputs), stock)
     assert [tool.name for tool in tools] == (["lookup", TOOL_NAME] if offered else ["lookup"])
 
 
 async def test_the_tool_is_not_offered_where_memory_does_not_apply():
-    assert await with_recall_tool(Agent(None, summarize_older_messages=True), None) is None
+    assert await with_search_tool(Agent(None, summarize_older_messages=True), None) is None
 
 
 async def test_a_connected_tool_of_the_same_name_wins(memory_applies):
     connected = [SimpleNamespace(name=TOOL_NAME)]
-    assert await with_recall_tool(Agent(memory_applies, summarize_older_messages=True), connected) is connected
+    assert await with_search_tool(Agent(memory_applies, summarize_older_messages=True), connected) is connected
 
 
 async def test_an_answer_stored_with_the_inputs_timestamp_does_not_move_the_window(sessions, key):
@@ -264,11 +264,11 @@ async def test_the_tool_runs_with_the_agents_tracing_callbacks(sessions, key, me
     tracing = Tracing()
     agent = SessionMemoryAgentComponent.__new__(SessionMemoryAgentComponent)  # as Langflow's own Agent tests build one
     agent.summarize_older_messages, agent.shared_callbacks = True, [tracing]
-    turn = replace(await seed(sessions, key, {3: FACT}), tracing=tuple(agent_turn.tracing_callbacks(agent)))
+    turn = replace(await seed(sessions, key, {3: FACT}), tracing=tuple(guard.tracing_callbacks(agent)))
     memory_turn_of(turn, sessions)
-    agent_turn.run_state(agent).turn = turn  # as the history hook reads it
+    guard.run_state(agent).turn = turn  # as the history hook reads it
 
-    [tool] = await with_recall_tool(agent, [])
+    [tool] = await with_search_tool(agent, [])
     answer = await tool.ainvoke({"query": "vault code"})
 
     assert "ZEBRA-42" in answer

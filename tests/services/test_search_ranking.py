@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langflow_session_memory.services.session_memory.search import (
+from langflow_session_memory.services.session_memory.agent.search import (
     EXCERPT_CHARACTERS,
     MAX_KEYWORD_CHARACTERS,
     MAX_PATTERN_CHARACTERS,

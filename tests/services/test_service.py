@@ -8,13 +8,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import delete, event
 
-from langflow_session_memory.services.session_memory import messages, store
-from langflow_session_memory.services.session_memory.assembly import SUMMARY_ACKNOWLEDGEMENT, SUMMARY_FRAME
-from langflow_session_memory.services.session_memory.fold_runner import FoldRunner
-from langflow_session_memory.services.session_memory.model import SessionKey, SessionMemoryState, SessionState
+from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, SUMMARY_FRAME
+from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
-from langflow_session_memory.services.session_memory.summarizer import FOLD_RUN_TAG
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.storage import messages, store
+from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionMemoryState, SessionState
+from langflow_session_memory.services.session_memory.summary.summarizer import FOLD_RUN_TAG
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_summarizer import RecordedRuns, cached_answer
 
@@ -414,7 +414,7 @@ async def test_a_context_folds_and_sends_only_its_own_messages(service, sessions
 
 
 def _cursor(message):
-    from langflow_session_memory.services.session_memory.messages import cursor_of
+    from langflow_session_memory.services.session_memory.storage.messages import cursor_of
 
     return cursor_of(message)
 
@@ -438,7 +438,7 @@ def with_pasted_log(key, *, usage: dict | None = None):
 
 
 async def record_last_call(sessions, key, tokens: int) -> None:
-    """What the Agent keeps after a turn whose last model call was large (see agent_history)."""
+    """What the Agent keeps after a turn whose last model call was large (see hooks)."""
     async with sessions.begin() as session:
         await store.create_if_absent(session, key)
         await store.record_call_size(session, key, tokens)

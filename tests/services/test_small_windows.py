@@ -8,9 +8,10 @@ the log and still opens with a user message.
 import itertools
 from datetime import timedelta
 
-from langflow_session_memory.services.session_memory import context_size, store
-from langflow_session_memory.services.session_memory.assembly import HISTORY_START_NOTE
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.storage import store
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import WINDOW, row
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import func, select
 
-from langflow_session_memory.services.session_memory import store
-from langflow_session_memory.services.session_memory.model import Cursor, SessionKey, SessionMemoryState
+from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage.model import Cursor, SessionKey, SessionMemoryState
 
 
 def new_key(**overrides) -> SessionKey:

@@ -7,8 +7,9 @@ known, and while folding cannot run they are left out.
 
 from dataclasses import replace
 
-from langflow_session_memory.services.session_memory import context_size, messages, store
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.storage import messages, store
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import WINDOW, row
 from tests.services.test_small_windows import pause, request_tokens

@@ -10,8 +10,11 @@ import pytest
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langflow_session_memory.services.session_memory.context_size import is_context_length_error
-from langflow_session_memory.services.session_memory.summarizer import cache_write_input_tokens, cached_input_tokens
+from langflow_session_memory.services.session_memory.rules.context_size import is_context_length_error
+from langflow_session_memory.services.session_memory.summary.summarizer import (
+    cache_write_input_tokens,
+    cached_input_tokens,
+)
 from tests.claude import HAIKU, SONNET, claude, search_earlier_messages
 
 LONG_SYSTEM = "Be brief. " * 600  # 1,500 tokens + 4

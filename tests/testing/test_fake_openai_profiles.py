@@ -15,7 +15,7 @@ import threading
 import httpx
 import pytest
 
-from langflow_session_memory.services.session_memory.summarizer import ChatLine, fold_request
+from langflow_session_memory.services.session_memory.summary.summarizer import ChatLine, fold_request
 from langflow_session_memory.testing.fake_openai import (
     PIECE_FRAMING_TOKENS,
     FakeModelConfig,

@@ -1,7 +1,7 @@
 from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.io import BoolInput, HandleInput, IntInput
 
-from langflow_session_memory.services.session_memory.agent_history import (
+from langflow_session_memory.services.session_memory.agent.hooks import (
     agent_middleware,
     agent_model,
     agent_tools,

@@ -11,8 +11,8 @@ import re
 
 from sqlalchemy.exc import StatementError
 
-from langflow_session_memory.services.session_memory.model import TABLE_NAME
-from langflow_session_memory.services.session_memory.summarizer import SummaryRejectedError
+from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
+from langflow_session_memory.services.session_memory.summary.summarizer import SummaryRejectedError
 
 MIGRATE_COMMAND = "python -m langflow_session_memory migrate"
 # SQLite's and PostgreSQL's wording for a missing table; matched, never logged.

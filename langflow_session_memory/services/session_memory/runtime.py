@@ -7,9 +7,9 @@ service through here, so each exists once per process.
 from contextlib import asynccontextmanager
 from functools import cache
 
-from langflow_session_memory.services.session_memory.cleanup import install_cleanup_listeners
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from langflow_session_memory.services.session_memory.settings import fold_timeout_seconds
+from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners
 
 
 @asynccontextmanager

@@ -1,8 +1,8 @@
 """Orchestration of one Agent turn with session memory: read, plan, fold, assemble.
 
 The order of "How a turn works" (docs/design.md) and nothing else: what a turn reads is
-``reading``'s, the turn rules and the history sent are ``assembly``'s, folding is
-``fold_runner``'s, the tasks of folds after an answer are ``background``'s. Any failure here
+``reading``'s, the turn rules ``planner``'s, the history sent ``assembly``'s, folding is
+``runner``'s, the tasks of folds after an answer are ``background``'s. Any failure here
 degrades to the previous summary or to Langflow's stock history; a turn never fails because
 of memory.
 """
@@ -17,14 +17,21 @@ from langchain_core.language_models import BaseChatModel
 from lfx.log.logger import logger
 from lfx.schema.message import Message
 
-from langflow_session_memory.services.session_memory import store, summarizer
-from langflow_session_memory.services.session_memory.assembly import TurnPlan, TurnPlanner, Waiting, history_messages
-from langflow_session_memory.services.session_memory.background import BackgroundFolds
-from langflow_session_memory.services.session_memory.fold_runner import FoldRunner
-from langflow_session_memory.services.session_memory.model import SessionKey, SessionState, utc_now
-from langflow_session_memory.services.session_memory.planner import FOLD_BATCH_SIZE, MAX_BATCHES_PER_TURN
-from langflow_session_memory.services.session_memory.reading import Reading, read
-from langflow_session_memory.services.session_memory.turn import FoldCost, Mode, SessionFactory, Turn
+from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
+from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
+from langflow_session_memory.services.session_memory.rules.assembly import history_messages
+from langflow_session_memory.services.session_memory.rules.planner import (
+    FOLD_BATCH_SIZE,
+    MAX_BATCHES_PER_TURN,
+    TurnPlan,
+    TurnPlanner,
+    Waiting,
+)
+from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
+from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionState, utc_now
+from langflow_session_memory.services.session_memory.storage.reading import Reading, read
+from langflow_session_memory.services.session_memory.summary import summarizer
 
 REMEMBERED_TURNS = 1024
 

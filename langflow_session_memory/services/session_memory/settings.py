@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory.summarizer import FOLD_TIMEOUT_SECONDS
+from langflow_session_memory.services.session_memory.summary.summarizer import FOLD_TIMEOUT_SECONDS
 
 FOLD_TIMEOUT_VARIABLE = "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS"
 LONGEST_FOLD_TIMEOUT_SECONDS = 3600.0

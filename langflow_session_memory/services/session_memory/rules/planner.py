@@ -1,40 +1,127 @@
-"""What a turn sends: the turn rules applied to what it read, and the history built from the plan.
+"""The turn rules: pure functions from what a turn read to what it folds and what it sends raw.
 
-Pure decisions over a :class:`Reading` (no I/O but converting stored rows to Langflow
-messages): which unfolded messages a turn folds first and which it sends raw, whether the
-request nears the context window, what is left out so it fits, and how the notes open the
-history. Folding itself (what is stored) is ``fold_runner``'s job.
+No I/O here, so every rule can be property-tested. :func:`plan_fold` splits the unfolded
+messages into batches and a raw tail (messages are anything with ``timestamp`` and ``id``;
+order is ``(timestamp, id)`` everywhere); :class:`TurnPlanner` applies it to a
+:class:`Reading`: which messages a turn folds first and which it sends raw, whether the
+request nears the context window, and what is left out so it fits. Folding itself (what
+is stored) is ``folding.runner``'s job; the messages sent are ``assembly``'s.
 """
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Generic, Protocol, TypeVar
 
 from langflow.services.database.models.message.model import MessageTable
-from lfx.schema.message import Message
-from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_USER
+from lfx.utils.constants import MESSAGE_SENDER_USER
 
-from langflow_session_memory.services.session_memory import context_size
-from langflow_session_memory.services.session_memory.model import SessionState
-from langflow_session_memory.services.session_memory.planner import (
-    FOLD_BATCH_SIZE,
-    MAX_BATCHES_PER_TURN,
-    FoldPlan,
-    gap_fetch_limit,
-    plan_fold,
-    raw_window_start,
-)
-from langflow_session_memory.services.session_memory.reading import Reading
-from langflow_session_memory.services.session_memory.turn import Mode, Turn
+from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules.assembly import summary_messages
+from langflow_session_memory.services.session_memory.rules.turn import Mode, Turn
+from langflow_session_memory.services.session_memory.storage.model import SessionState
+from langflow_session_memory.services.session_memory.storage.reading import Reading
 
-SUMMARY_SENDER_NAME = "Session memory"
-SUMMARY_FRAME = (
-    "Notes on the earlier part of this conversation (older messages are summarized here "
-    "instead of being repeated):\n\n{summary}"
-)
-SUMMARY_ACKNOWLEDGEMENT = "Understood. I will use these notes as context for the rest of the conversation."
-HISTORY_START_NOTE = "(Earlier messages of this conversation are not shown here.)"
+FOLD_BATCH_SIZE = 20
+MAX_BATCHES_PER_TURN = 3
+RAW_GAP_BATCHES = 2
 COMPACTION_MAX_BATCHES = 10
+
+
+class Positioned(Protocol):
+    timestamp: object
+    id: object
+
+
+T = TypeVar("T", bound=Positioned)
+
+
+def gap_fetch_limit(batch_size: int = FOLD_BATCH_SIZE, max_batches: int = MAX_BATCHES_PER_TURN) -> int:
+    """Rows of the gap a turn reads: every batch it may fold plus one more batch.
+
+    Reading one batch beyond what can be folded is what tells "fewer than B remain"
+    (send them raw) from "a backlog remains" (fold it on later turns), without ever
+    counting the whole backlog.
+    """
+    return max_batches * batch_size + batch_size
+
+
+@dataclass(frozen=True)
+class FoldPlan(Generic[T]):
+    """Batches to fold this turn, oldest first, and the gap messages sent as they are."""
+
+    batches: tuple[tuple[T, ...], ...]
+    raw_gap: tuple[T, ...]
+
+
+def raw_gap_limit(batch_size: int = FOLD_BATCH_SIZE) -> int:
+    """The most unfolded gap messages a prompt may hold: :data:`RAW_GAP_BATCHES` batches.
+
+    Folds run after the answer, so a turn sends what has not been folded yet rather than
+    wait for a fold; beyond this a backlog is folded inside the turn (only the excess).
+    """
+    return RAW_GAP_BATCHES * batch_size
+
+
+def unfolded_tail(gap: Sequence[T], folded: int, limit: int) -> tuple[T, ...]:
+    """What of the gap is sent raw once ``folded`` messages are folded: all of it up to ``limit``, else none.
+
+    A longer backlog is left out rather than sent, so the prompt stays bounded; it is
+    folded on the next turns.
+    """
+    remaining = tuple(gap[folded:])
+    return remaining if len(remaining) <= limit else ()
+
+
+def plan_fold(
+    gap: Sequence[T],
+    *,
+    paused: bool,
+    batch_size: int = FOLD_BATCH_SIZE,
+    max_batches: int = MAX_BATCHES_PER_TURN,
+    fold_all: bool = False,
+    after_answer: bool = False,
+    whole_gap: bool = True,
+) -> FoldPlan[T]:
+    """Plan a fold of ``gap``: the unfolded messages older than the raw part, ascending, as read.
+
+    Normally ``gap`` holds at most :func:`gap_fetch_limit` messages. A turn sends up to
+    :func:`raw_gap_limit` of them raw and folds only the excess, in full batches; the fold
+    after the answer (``after_answer``) folds every full batch. ``fold_all`` is for a prompt
+    that no longer fits the model's context: the last batch may be partial and nothing of
+    the gap is sent raw. At most ``max_batches`` either way; none while the key is paused.
+    ``whole_gap`` is False when the read stopped at its limit: what follows the folded
+    batches is then not known to reach the window, so none of it is sent.
+    """
+    limit = raw_gap_limit(batch_size)
+    if fold_all:
+        wanted = math.ceil(len(gap) / batch_size)
+    elif after_answer:
+        wanted = len(gap) // batch_size
+    else:
+        wanted = math.ceil(max(len(gap) - limit, 0) / batch_size)
+    batch_count = 0 if paused else min(wanted, max_batches)
+    batches = tuple(tuple(gap[i * batch_size : (i + 1) * batch_size]) for i in range(batch_count))
+    raw_gap = () if fold_all or not whole_gap else unfolded_tail(gap, batch_count * batch_size, limit)
+    return FoldPlan(batches=batches, raw_gap=raw_gap)
+
+
+def raw_window_start(sizes: Sequence[int], opens_turn: Sequence[bool], budget: int) -> int:
+    """Where the raw part of the window must start to fit ``budget`` tokens.
+
+    The longest suffix of the window whose sizes fit, moved forward to a message that
+    opens a turn (a user message) so the model never sees an answer without its question.
+    Returns ``len(sizes)`` when not even the newest turn fits.
+    """
+    start, total = len(sizes), 0
+    for index in range(len(sizes) - 1, -1, -1):
+        total += sizes[index]
+        if total > budget:
+            break
+        if opens_turn[index]:
+            start = index
+    return start
 
 
 @dataclass(frozen=True)
@@ -251,42 +338,3 @@ def _is_folded(row: MessageTable, state: SessionState) -> bool:
 def _visible(turn: Turn, window: Sequence[MessageTable]) -> list[MessageTable]:
     """The window as history: the stored input message is sent as the input, not repeated."""
     return [row for row in window if row.id != turn.input_message_id]
-
-
-def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Message]:
-    """What opens the history: the summary as a user-role message that is never stored.
-
-    Roles alternate from a user message, as strict chat templates (Gemma, Mistral) require:
-    when the next message sent is a user message (a stored one, or the current input when
-    nothing with text follows), a short assistant acknowledgement follows the notes. Without
-    notes, a history whose window starts with an answer opens with a short user-role line
-    saying earlier messages are not shown, so the answer is not the first message.
-    """
-    first = next((row for row in following if (row.text or "").strip()), None)
-    if not summary:
-        if _sent_as_user(first):
-            return []
-        return [Message(text=HISTORY_START_NOTE, sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)]
-    notes = Message(text=notes_text(summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)
-    if not _sent_as_user(first):
-        return [notes]
-    ack = Message(text=SUMMARY_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME)
-    return [notes, ack]
-
-
-def notes_text(summary: str) -> str:
-    """The text of the message that carries the notes."""
-    return SUMMARY_FRAME.format(summary=summary)
-
-
-async def history_messages(summary: str, raw: Sequence[MessageTable]) -> list[Message]:
-    """The history sent: the notes' opening, then the raw rows as Langflow's own history query converts them."""
-    return [*summary_messages(summary, raw), *[await Message.create(**row.model_dump()) for row in raw]]
-
-
-def _sent_as_user(row: MessageTable | None) -> bool:
-    """Whether lfx sends this row as a user message: the user's, or one without a sender (None: the input).
-
-    lfx leaves out rows with blank text, so the caller passes the first row with text.
-    """
-    return row is None or row.sender in (MESSAGE_SENDER_USER, "", None)

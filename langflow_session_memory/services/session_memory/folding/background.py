@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory.model import SessionKey
+from langflow_session_memory.services.session_memory.storage.model import SessionKey
 
 MAX_BACKGROUND_FOLDS = 16
 SHUTDOWN_GRACE_SECONDS = 5.0

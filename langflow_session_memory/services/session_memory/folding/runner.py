@@ -16,12 +16,12 @@ from langchain_core.language_models import BaseChatModel
 from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory import messages, store, summarizer
-from langflow_session_memory.services.session_memory.assembly import COMPACTION_MAX_BATCHES
-from langflow_session_memory.services.session_memory.model import SessionKey, SessionState
-from langflow_session_memory.services.session_memory.planner import MAX_BATCHES_PER_TURN
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.turn import FoldCost, Mode, SessionFactory, Turn
+from langflow_session_memory.services.session_memory.rules.planner import COMPACTION_MAX_BATCHES, MAX_BATCHES_PER_TURN
+from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
+from langflow_session_memory.services.session_memory.storage import messages, store
+from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionState
+from langflow_session_memory.services.session_memory.summary import summarizer
 
 FOLD_PAUSE = timedelta(minutes=10)
 CLAIM_MARGIN = timedelta(seconds=5)

@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from langflow_session_memory.services.session_memory.model import (
+from langflow_session_memory.services.session_memory.storage.model import (
     Cursor,
     SessionKey,
     SessionMemoryState,

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from langflow.services.database.models.message.model import MessageTable
 
-from langflow_session_memory.services.session_memory import messages, store
-from langflow_session_memory.services.session_memory.model import SessionState
-from langflow_session_memory.services.session_memory.turn import SessionFactory, Turn
+from langflow_session_memory.services.session_memory.rules.turn import SessionFactory, Turn
+from langflow_session_memory.services.session_memory.storage import messages, store
+from langflow_session_memory.services.session_memory.storage.model import SessionState
 
 
 @dataclass(frozen=True)

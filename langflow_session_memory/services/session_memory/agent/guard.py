@@ -21,16 +21,19 @@ from lfx.memory.flow_context import coerce_flow_id, resolve_message_owner_id, sh
 from lfx.schema.message import Message
 from lfx.utils.langflow_utils import has_langflow_db_backend
 
-from langflow_session_memory.services.session_memory import context_size
-from langflow_session_memory.services.session_memory.call_fit import Reduction
-from langflow_session_memory.services.session_memory.model import SessionKey
+from langflow_session_memory.services.session_memory.agent.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules.call_fit import Reduction
+from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
-from langflow_session_memory.services.session_memory.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.service import History
 from langflow_session_memory.services.session_memory.settings import new_turn_waits_for_folds, waiting_tokens
-from langflow_session_memory.services.session_memory.summarizer import cache_write_input_tokens, cached_input_tokens
-from langflow_session_memory.services.session_memory.turn import Turn
+from langflow_session_memory.services.session_memory.storage.model import SessionKey
+from langflow_session_memory.services.session_memory.summary.summarizer import (
+    cache_write_input_tokens,
+    cached_input_tokens,
+)
 
 # Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
 BUILT_IN_TOOL_TOKENS = 90

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langflow_session_memory.services.session_memory import context_size
-from langflow_session_memory.services.session_memory.assembly import SUMMARY_ACKNOWLEDGEMENT
+from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT
 
 FIT_RATIO = 0.9  # a call estimated above this share of the window is reduced: the rest is its answer's
 RETRY_SHRINK = 0.5  # a refused call whose size we underestimated is retried at this share of our estimate

@@ -13,8 +13,8 @@ import time
 from langchain_core.tools import StructuredTool
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory import agent_turn, messages
-from langflow_session_memory.services.session_memory.search import (
+from langflow_session_memory.services.session_memory.agent import guard
+from langflow_session_memory.services.session_memory.agent.search import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     Match,
@@ -23,6 +23,7 @@ from langflow_session_memory.services.session_memory.search import (
     keywords,
     rank,
 )
+from langflow_session_memory.services.session_memory.storage import messages
 
 SEARCH_UNAVAILABLE = "The search of earlier messages is unavailable right now; answer with what you have."
 SEARCH_FAILED_EVENT = "session_memory_search_failed"
@@ -30,32 +31,32 @@ CANDIDATE_LIMIT = 200
 READ_CHARACTERS = 20_000
 
 
-async def with_recall_tool(component, tools):
+async def with_search_tool(component, tools):
     """The Agent's tools plus ``search_earlier_messages`` where it applies; ``tools`` untouched otherwise.
 
     A tool of the same name already connected wins (providers reject duplicate names), as
     for Langflow's own date and calculator tools.
     """
-    if not (agent_turn.memory_switched_on(component) and agent_turn.search_switched_on(component)):
+    if not (guard.memory_switched_on(component) and guard.search_switched_on(component)):
         return tools
     if any(getattr(tool, "name", None) == TOOL_NAME for tool in tools or []):
         return tools
-    state = agent_turn.run_state(component)
+    state = guard.run_state(component)
     if state.turn is None:
         return tools
-    tool = recall_tool(state)
+    tool = search_tool(state)
     component.set_tools_callbacks([tool], list(state.turn.tracing))
     return [*(tools or []), tool]
 
 
-def recall_tool(state: agent_turn.RunState) -> StructuredTool:
+def search_tool(state: guard.RunState) -> StructuredTool:
     """The tool, bound to the run: it searches with the run's Turn (its key and window)."""
 
     async def search_earlier_messages(query: str) -> str:
         words = keywords(query)
         if not words:
             return answer([], words)
-        found = await agent_turn.with_memory(
+        found = await guard.with_memory(
             state,
             lambda service, turn: find_earlier(service.sessions, turn, words),
             failure_event=SEARCH_FAILED_EVENT,

@@ -1,7 +1,7 @@
 """Searching a session's older messages: the pure part (keywords, ranking, excerpts, the tool's answer).
 
 No I/O here: the SQL that finds candidates is ``messages.older_than_window_matching``, the
-tool that runs it is ``recall_tool``. The database narrows a session to the newest few
+tool that runs it is ``search_tool``. The database narrows a session to the newest few
 hundred messages that contain any keyword; what the model sees is decided here.
 """
 
@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
-from langflow_session_memory.services.session_memory import context_size
+from langflow_session_memory.services.session_memory.rules import context_size
 
 TOOL_NAME = "search_earlier_messages"
 # Sent with every request of a turn that offers the tool: short, it says when to search and how.

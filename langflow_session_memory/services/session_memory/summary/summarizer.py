@@ -22,7 +22,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory import context_size
+from langflow_session_memory.services.session_memory.rules import context_size
 
 # Langflow's remediation registry is imported by the functions that call a model:
 # ``lfx.base.models`` loads Langflow's whole component machinery (half a minute on a busy

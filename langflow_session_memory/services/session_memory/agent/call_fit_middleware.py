@@ -3,7 +3,7 @@ provider still refuses one as too long, retried once, smaller, in the same turn.
 
 A LangChain middleware around each model call (lfx's ``_build_middleware``): retrying the call,
 not the Agent's run, runs no tool twice and stores the user's message once. The turn's first
-call is left to :func:`agent_history.run_with_context_recovery`, which folds the history into
+call is left to :func:`hooks.run_with_context_recovery`, which folds the history into
 new notes before it runs the Agent again (no tool has run yet).
 
 Only ``awrap_model_call``: Langflow runs the Agent's graph asynchronously (``astream_events``).
@@ -16,10 +16,10 @@ from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, Mod
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory import call_fit, context_size
-from langflow_session_memory.services.session_memory.call_fit import FIT_RATIO, FittedCall, Reduction
-from langflow_session_memory.services.session_memory.context_size import CONTEXT_TOO_LONG, ContextTooLongError
 from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.rules import call_fit, context_size
+from langflow_session_memory.services.session_memory.rules.call_fit import FIT_RATIO, FittedCall, Reduction
+from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
 
 REDUCED_EVENT = "session_context_reduced"
 

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from langflow_session_memory.services.session_memory.model import SessionKey
+from langflow_session_memory.services.session_memory.storage.model import SessionKey
 
 SessionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 

@@ -40,9 +40,9 @@ from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ColumnElement
 
-from langflow_session_memory.services.session_memory import store
-from langflow_session_memory.services.session_memory.model import SessionMemoryState
 from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
 
 STATE = SessionMemoryState.__table__
 MESSAGE = MessageTable.__table__

@@ -18,9 +18,14 @@ from sqlalchemy import Integer, Select, String, Uuid, and_, bindparam, func, lit
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel.sql.sqltypes import UTCDateTime
 
-from langflow_session_memory.services.session_memory import store
-from langflow_session_memory.services.session_memory.model import Cursor, SessionKey, SessionMemoryState, SessionState
-from langflow_session_memory.services.session_memory.search import Candidate
+from langflow_session_memory.services.session_memory.agent.search import Candidate
+from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage.model import (
+    Cursor,
+    SessionKey,
+    SessionMemoryState,
+    SessionState,
+)
 
 _columns = MessageTable.__table__.c
 _state = SessionMemoryState.__table__

@@ -1,0 +1,330 @@
+"""The Agent's hooks into session memory: each Langflow hook the component overrides calls one function here.
+
+Everything here is a translation between Langflow's Agent and the service; the guard and
+what a run carries are ``guard``'s, the rules the service's. Whatever goes wrong, the
+Agent gets Langflow's stock history and the turn goes on.
+
+"Prompt too long" at the turn's first model call re-runs the Agent with the history folded
+into new notes (:func:`run_with_context_recovery`): no tool has run yet. Every later call is
+fitted and, if refused, retried by a middleware around the model call
+(``call_fit_middleware``), so no tool runs twice.
+"""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from lfx.log.logger import logger
+from lfx.schema.message import Message
+from lfx.schema.properties import Usage
+
+from langflow_session_memory.services.session_memory.agent import playground, prompt_caching
+from langflow_session_memory.services.session_memory.agent.call_fit_middleware import CallFitMiddleware
+from langflow_session_memory.services.session_memory.agent.guard import (
+    ModelCalls,
+    begin_turn,
+    configured_context_window,
+    memory_switched_on,
+    model_url,
+    request_tokens,
+    run_state,
+    with_memory,
+)
+from langflow_session_memory.services.session_memory.agent.search_tool import with_search_tool
+from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules.assembly import notes_text
+from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
+from langflow_session_memory.services.session_memory.settings import tool_result_share
+
+__all__ = [
+    "CONTEXT_TOO_LONG",
+    "ContextTooLongError",
+    "agent_middleware",
+    "agent_model",
+    "agent_tools",
+    "finish_turn",
+    "history_with_memory",
+    "memory_switched_on",
+    "run_with_context_recovery",
+    "stored_message",
+    "with_memory_step",
+]
+
+
+def agent_model(component, llm):
+    """The Agent's model for this run, asked to report usage, with a counter of its calls.
+
+    Some OpenAI-compatible providers report token usage only when asked
+    (``stream_usage``); the early fold needs it. Kept for the run so the fold uses the very
+    model the Agent runs, without building a second one.
+    """
+    if hasattr(llm, "stream_usage") and not llm.stream_usage:
+        llm.stream_usage = True
+    calls = ModelCalls()
+    if hasattr(llm, "callbacks"):
+        llm.callbacks = [*(handler for handler in llm.callbacks or [] if not isinstance(handler, ModelCalls)), calls]
+    state = run_state(component)
+    state.model, state.calls = llm, calls
+    return llm
+
+
+def agent_middleware(component, llm, middleware: list) -> list:
+    """Langflow's middleware for the Agent, then the fitting of calls after a tool to the window, then the
+    prompt-cache breakpoints where the provider caches only what a request marks (Anthropic), so that they
+    mark the request as sent. Both read the notes the run sends at each model call."""
+    declared = configured_context_window(component) or None
+    fit = CallFitMiddleware(
+        window=context_size.context_window(llm, declared),
+        declared_window=declared,
+        result_share=tool_result_share(),
+        notes=lambda: _notes_sent(component),
+        report=run_state(component).reductions.add,
+    )
+    return [*middleware, fit, *prompt_caching.cache_breakpoints(llm, lambda: _notes_sent(component))]
+
+
+def _notes_sent(component) -> str | None:
+    history = run_state(component).history
+    return notes_text(history.summary) if history is not None and history.summary else None
+
+
+async def agent_tools(component, tools):
+    """The Agent's tools, with ``search_earlier_messages`` where it applies."""
+    return await with_search_tool(component, tools)
+
+
+async def history_with_memory(component, stock: Callable[[], Awaitable[list[Message]]]) -> list[Message]:
+    """The Agent's history with the summary first; the stock history whenever memory cannot apply.
+
+    The run's Turn is read here, once (:func:`guard.begin_turn`): every later hook is handed it.
+    """
+    state = run_state(component)
+    state.history = None
+    await begin_turn(component)
+    built = await with_memory(state, lambda service, turn: service.build_history(turn, state.fold_model))
+    if built is None:
+        return await stock()
+    _turn, state.history = built
+    return state.history.messages
+
+
+def with_memory_step(component, message: Message) -> Message:
+    """The Agent's new answer with the "Session memory" step first among its steps, when there is one to show."""
+    history = run_state(component).history
+    graph = getattr(component, "graph", None)
+    if history is None or graph is None:
+        return message
+    step = playground.memory_step(history, session_id=str(graph.session_id), flow_id=graph.flow_id)
+    if step is not None:
+        message.content_blocks.insert(0, step)
+    return message
+
+
+async def stored_message(message: Message, write: Callable[[Message], Awaitable[Message]]) -> Message:
+    """The message as Langflow stores it: the "Session memory" step without the notes."""
+    return await playground.store_without_notes(message, write)
+
+
+async def finish_turn(component, result: Message) -> Message:
+    """After the Agent answered: add the fold tokens to its usage, keep the last call's size if large,
+    and fold what the answer makes due: in the background on a server, awaited here without one.
+
+    The answer goes on to the rest of the flow (Chat Output stores it again) with the
+    "Session memory" step's counts only, never the notes.
+    """
+    await _record_call_size(component)
+    result = await _add_fold_usage(component, result)
+    await _fold_after_answer(component)
+    return playground.without_notes(result)
+
+
+async def _fold_after_answer(component) -> None:
+    """Fold the messages this turn leaves unfolded once the answer is given, so no turn waits for it.
+
+    On a server's loop the fold is a background task; where none runs (``lfx run``, a
+    script) it is awaited here, after the answer, by the same path.
+    """
+    state = run_state(component)
+    if state.history is None or not state.history.fold_due:
+        return
+    llm = state.fold_model
+
+    async def fold(service, turn):
+        if service.background.available():
+            service.background.start(turn.key, lambda: service.fold_after_turn(turn, llm), server=model_url(llm))
+        else:
+            await service.fold_after_turn(turn, llm)
+
+    await with_memory(state, fold)
+
+
+async def _add_fold_usage(component, result: Message) -> Message:
+    """Add this turn's fold tokens to the usage the Agent reports and stores, and log the turn's figures.
+
+    Both places matter: the stored Agent message, and ``_token_usage``, from which
+    Langflow's Chat Output recomputes the usage it stores last. A provider that reported no
+    usage (llama.cpp ignores ``stream_options``) gets the estimate instead, marked as one
+    on the "Session memory" step and in the log line, so no figure goes missing unsaid.
+    """
+    state = run_state(component)
+    history = state.history
+    if history is None or state.turn is None or result.properties is None:
+        return result
+    usage, estimated = result.properties.usage, history.tokens_estimated
+    cached = state.calls.cached_input_tokens if state.calls else 0
+    written = state.calls.cache_write_input_tokens if state.calls else 0
+    if usage is None or not usage.input_tokens:
+        usage = Usage(
+            input_tokens=request_tokens(state.turn, getattr(component, "chat_history", None) or []),
+            output_tokens=context_size.estimate_tokens(result.text if isinstance(result.text, str) else ""),
+        )
+        estimated = True
+    input_tokens = (usage.input_tokens or 0) + history.input_tokens
+    output_tokens = (usage.output_tokens or 0) + history.output_tokens
+    await logger.ainfo(
+        f"session_memory_turn input_tokens={input_tokens} output_tokens={output_tokens} "
+        f"fold_input_tokens={history.input_tokens} fold_output_tokens={history.output_tokens} "
+        f"cached_input_tokens={cached} cache_write_input_tokens={written} "
+        f"fold_cached_input_tokens={history.cached_input_tokens} "
+        f"usage={'estimated' if estimated else 'reported'} folded={history.folded} "
+        f"history_messages={len(history.messages)}{_reduced_fields(state.reductions)}"
+    )
+    result = playground.with_step_facts(result, _cache_facts(cached, written, history))
+    result = playground.with_turn_facts(result, state.reductions.facts())
+    if not (history.input_tokens or history.output_tokens or estimated):
+        return result  # Chat Output stores the step's counts with the answer
+    total = Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens)
+    result.properties.usage = total
+    component._token_usage = total
+    if estimated:
+        result = playground.with_step_facts(result, {"usage": playground.USAGE_ESTIMATED})
+    if result.get_id():
+        result = await component._update_stored_message(result)
+    return result
+
+
+def _reduced_fields(reductions) -> str:
+    """The log line's account of calls fitted to the window (``call_fit``), when there were any."""
+    last = reductions.last
+    if last is None:
+        return ""
+    return (
+        f" calls_fitted_to_window={reductions.calls} retried_after_too_long={reductions.retried}"
+        f" history_left_out={last.history_left_out} tool_results_clipped={last.results_clipped}"
+        f" tool_result_tokens_before={last.result_tokens_before} tool_result_tokens_after={last.result_tokens_after}"
+    )
+
+
+def _cache_facts(cached: int, written: int, history) -> dict:
+    """What the provider served from its prompt cache and wrote to it, for the step (Langflow's ``Usage``
+    has no field for either).
+
+    The chat calls' and the folds' apart: a fold is a request of its own, billed on its own.
+    """
+    facts = {"cached_input_tokens": cached} if cached else {}
+    if written:
+        facts["cache_write_input_tokens"] = written
+    if history.input_tokens:
+        facts |= {"fold_input_tokens": history.input_tokens, "fold_cached_input_tokens": history.cached_input_tokens}
+    return facts
+
+
+async def _record_call_size(component) -> None:
+    """Store the last model call's size when it may matter to the next turn's early fold.
+
+    Only a size of at least :data:`context_size.RECORD_RATIO` of the window is kept (and a
+    kept one is overwritten or cleared), so an ordinary turn writes nothing.
+    """
+    state = run_state(component)
+    history, calls = state.history, state.calls
+    if history is None or calls is None or calls.last_call_tokens is None:
+        return
+
+    async def record(service, turn):
+        size = calls.last_call_tokens
+        keep = size if turn.context_window and size >= context_size.RECORD_RATIO * turn.context_window else None
+        if keep != (history.state.last_call_tokens if history.state else None):
+            await service.record_call_size(turn.key, keep)
+
+    await with_memory(state, record, failure_event="session_memory_call_size_failed")
+
+
+async def run_with_context_recovery(component, agent, run: Callable[[object], Awaitable[Message]]) -> Message:
+    """Run the Agent; if the provider says the prompt is too long at its first model call, compact hard
+    and run it once more.
+
+    Only a run refused at its first model call is run again: after that a tool has run, and
+    running the Agent again would run it twice; there the call itself is retried, smaller
+    (``call_fit_middleware``). The user's message is stored once (by Chat Input, before this);
+    the retry only sends a shorter history. A second refusal, or a prompt that cannot shrink
+    below the window, ends the turn with :data:`CONTEXT_TOO_LONG` instead of a provider stack
+    trace.
+    """
+    state = run_state(component)
+    if state.turn is None:  # memory does not apply to this run: the stock Agent's run
+        return await run(agent)
+    calls = state.calls
+    started_before = calls.started if calls else 0
+    try:
+        return await run(agent)
+    except ContextTooLongError:
+        raise
+    except Exception as error:
+        model_calls = (calls.started if calls else 0) - started_before
+        # After a tool ran, the call-fitting middleware has already retried (or judged) the refused call.
+        if model_calls > 1 or not _refused_as_too_long(component, state.turn, error):
+            raise
+        await logger.awarning(f"session_context_overflow attempt=1 result=refused reason={describe(error)!r}")
+        compacted = await _compacted_history(component)
+        if compacted is None:
+            raise ContextTooLongError(CONTEXT_TOO_LONG) from error
+        component.chat_history = compacted.messages
+    try:
+        result = await run(agent)
+    except Exception as error:
+        if not _refused_as_too_long(component, state.turn, error):
+            raise
+        await logger.awarning("session_context_overflow attempt=2 result=refused action=give_up")
+        raise ContextTooLongError(CONTEXT_TOO_LONG) from error
+    await logger.ainfo("session_context_overflow attempt=2 result=answered")
+    return result
+
+
+def _refused_as_too_long(component, turn, error: Exception) -> bool:
+    """The provider's "prompt too long", or an empty stream where the request could overflow the window.
+
+    llama-cpp-python's server answers an overflowing streamed request with an empty 200
+    stream, which LangChain reports as "No generations found in stream"; the Agent always
+    streams. See :func:`context_size.is_probable_overflow` for where an empty stream counts.
+    """
+    # Only the builder's own Context Window: a local server behind the OpenAI provider serves under a
+    # cloud model's name, whose LangChain profile claims a window the server does not have.
+    return context_size.is_probable_overflow(
+        error,
+        request_tokens=request_tokens(turn, getattr(component, "chat_history", None) or []),
+        context_window=configured_context_window(component) or None,
+    )
+
+
+async def _compacted_history(component):
+    """The summary-only history, or None when even that cannot fit (so retrying is pointless)."""
+    state = run_state(component)
+    built = await with_memory(state, lambda service, turn: service.compact(turn, state.fold_model))
+    if built is None:
+        return None
+    turn, history = built
+    size_after = turn.fixed_tokens + context_size.estimated_size(m.text for m in history.messages)
+    await logger.awarning(
+        f"session_context_overflow action=compact size_after={size_after} context_window={turn.context_window} "
+        f"folded={history.folded}"
+    )
+    if turn.context_window and size_after > turn.context_window:
+        return None
+    if state.history is not None:
+        history = replace(
+            history,
+            input_tokens=history.input_tokens + state.history.input_tokens,
+            output_tokens=history.output_tokens + state.history.output_tokens,
+        )
+    state.history = history
+    return history

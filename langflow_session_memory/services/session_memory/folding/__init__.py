@@ -1,0 +1,1 @@
+"""Folding what a plan says: the runner (claim, fold, compare-and-swap) and the folds that run after an answer."""

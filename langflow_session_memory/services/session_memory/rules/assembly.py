@@ -1,0 +1,58 @@
+"""What a turn sends: the history built from its plan, the summary first as a user-role message.
+
+The plan is ``planner``'s; here the stored rows it keeps become Langflow messages, opened by
+the summary (never stored) so that roles alternate as strict chat templates require.
+"""
+
+from collections.abc import Sequence
+
+from langflow.services.database.models.message.model import MessageTable
+from lfx.schema.message import Message
+from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_USER
+
+SUMMARY_SENDER_NAME = "Session memory"
+SUMMARY_FRAME = (
+    "Notes on the earlier part of this conversation (older messages are summarized here "
+    "instead of being repeated):\n\n{summary}"
+)
+SUMMARY_ACKNOWLEDGEMENT = "Understood. I will use these notes as context for the rest of the conversation."
+HISTORY_START_NOTE = "(Earlier messages of this conversation are not shown here.)"
+
+
+def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Message]:
+    """What opens the history: the summary as a user-role message that is never stored.
+
+    Roles alternate from a user message, as strict chat templates (Gemma, Mistral) require:
+    when the next message sent is a user message (a stored one, or the current input when
+    nothing with text follows), a short assistant acknowledgement follows the notes. Without
+    notes, a history whose window starts with an answer opens with a short user-role line
+    saying earlier messages are not shown, so the answer is not the first message.
+    """
+    first = next((row for row in following if (row.text or "").strip()), None)
+    if not summary:
+        if _sent_as_user(first):
+            return []
+        return [Message(text=HISTORY_START_NOTE, sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)]
+    notes = Message(text=notes_text(summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)
+    if not _sent_as_user(first):
+        return [notes]
+    ack = Message(text=SUMMARY_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME)
+    return [notes, ack]
+
+
+def notes_text(summary: str) -> str:
+    """The text of the message that carries the notes."""
+    return SUMMARY_FRAME.format(summary=summary)
+
+
+async def history_messages(summary: str, raw: Sequence[MessageTable]) -> list[Message]:
+    """The history sent: the notes' opening, then the raw rows as Langflow's own history query converts them."""
+    return [*summary_messages(summary, raw), *[await Message.create(**row.model_dump()) for row in raw]]
+
+
+def _sent_as_user(row: MessageTable | None) -> bool:
+    """Whether lfx sends this row as a user message: the user's, or one without a sender (None: the input).
+
+    lfx leaves out rows with blank text, so the caller passes the first row with text.
+    """
+    return row is None or row.sender in (MESSAGE_SENDER_USER, "", None)

@@ -1,0 +1,1 @@
+"""The summary a fold writes: its prompt, its validation and the model call."""
