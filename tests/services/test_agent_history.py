@@ -22,6 +22,7 @@ from langflow_session_memory.services.session_memory.agent.hooks import (
 from langflow_session_memory.services.session_memory.agent.playground import memory_step
 from langflow_session_memory.services.session_memory.agent.search_tool import SEARCH_UNAVAILABLE, search_tool
 from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.service import History, SessionMemoryService
 from langflow_session_memory.services.session_memory.storage.model import SessionState
 from tests.chat import ScriptedChatModel
@@ -179,7 +180,7 @@ async def test_the_turn_reports_the_input_served_from_the_provider_s_cache_for_c
     usages = [{**reported, "input_token_details": {"cache_read": cached}} for cached in (1792, 1920)]
 
     line, facts = await a_turn_of_two_calls(
-        key, captured_logs, usages, input_tokens=1500, output_tokens=40, cached_input_tokens=1024
+        key, captured_logs, usages, fold_usage=TokenUsage(input_tokens=1500, output_tokens=40, cached_input_tokens=1024)
     )
 
     assert "input_tokens=5500 " in line

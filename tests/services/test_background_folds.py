@@ -34,16 +34,16 @@ async def test_the_fold_after_the_answer_folds_the_gap_and_the_next_turn_reports
 
     state = await row(sessions, key)
     assert (len(model.calls), state.folded_count, state.cursor.message_id) == (1, 20, rows[19].id)
-    assert (state.unreported_input_tokens, state.unreported_output_tokens) == (100, 10)
+    assert (state.unreported_usage.input_tokens, state.unreported_usage.output_tokens) == (100, 10)
     folds = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold ")]
     assert len(folds) == 1
     assert " mode=background " in folds[0]
 
     next_turn = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
-    assert (next_turn.folded, next_turn.input_tokens, next_turn.output_tokens) == (0, 100, 10)
+    assert (next_turn.folded, next_turn.fold_usage.input_tokens, next_turn.fold_usage.output_tokens) == (0, 100, 10)
     assert texts(next_turn)[2:] == [r.text for r in rows[20:]]  # no stored input: the last row is history too
     once_more = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
-    assert (once_more.input_tokens, once_more.output_tokens) == (0, 0)
+    assert (once_more.fold_usage.input_tokens, once_more.fold_usage.output_tokens) == (0, 0)
 
 
 async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, sessions, key, clock, captured_logs):

@@ -80,7 +80,10 @@ async def test_a_turn_sends_up_to_two_batches_raw_and_the_answer_s_fold_folds_ev
     window = [r.text for r in rows[unfolded:-1]]
     sent = texts(history)[2:] if inline_folds else texts(history)  # after the notes and their acknowledgement
     assert sent == [r.text for r in rows[20 * inline_folds : 20 * inline_folds + raw]] + window
-    assert (history.input_tokens, history.output_tokens) == (100 * inline_folds, 10 * inline_folds)
+    assert (history.fold_usage.input_tokens, history.fold_usage.output_tokens) == (
+        100 * inline_folds,
+        10 * inline_folds,
+    )
     assert history.fold_due is due
 
     await store_rows(sessions, chat_rows(key, 1, first=unfolded + WINDOW))  # the answer is stored
@@ -244,7 +247,7 @@ async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, cl
 
     assert len(model.calls) == 1
     assert (await row(sessions, key)).folded_count == 20
-    assert history.input_tokens == 100  # the fold's, reported with the turn
+    assert history.fold_usage.input_tokens == 100  # the fold's, reported with the turn
     assert (await row(sessions, key)).fold_claimed_until is None
 
 
@@ -276,7 +279,11 @@ async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
     again = await service.build_history(turn, model)
     assert len(model.calls) == 1
     assert texts(again) == texts(first)
-    assert (again.folded, again.input_tokens, again.output_tokens) == (20, 100, 10)  # the retry reports the fold
+    assert (again.folded, again.fold_usage.input_tokens, again.fold_usage.output_tokens) == (
+        20,
+        100,
+        10,
+    )  # the retry reports the fold
 
 
 async def test_a_retry_after_waiting_for_another_workers_fold_does_not_fold(service, sessions, key, clock):
@@ -513,4 +520,7 @@ async def test_the_fold_after_the_answer_is_a_run_for_the_turn_s_tracers_with_it
 
     assert [run["tags"] for run in tracer.runs] == [[FOLD_RUN_TAG]]
     next_turn = await service.build_history(Turn(key, WINDOW, None), ScriptedChatModel())
-    assert (next_turn.input_tokens, next_turn.cached_input_tokens) == (1500, 1024)  # reported once, with the next turn
+    assert (next_turn.fold_usage.input_tokens, next_turn.fold_usage.cached_input_tokens) == (
+        1500,
+        1024,
+    )  # reported once, with the next turn

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import func, select
 
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.model import Cursor, SessionKey, SessionMemoryState
 
@@ -131,31 +132,31 @@ async def test_unreported_fold_usage_is_taken_once(sessions):
     key = new_key()
     async with sessions.begin() as session:
         await store.create_if_absent(session, key)
-        await store.add_unreported_usage(session, key, 300, 40)
-        await store.add_unreported_usage(session, key, 200, 10)
+        await store.add_unreported_usage(session, key, TokenUsage(300, 40))
+        await store.add_unreported_usage(session, key, TokenUsage(200, 10))
     async with sessions() as session:
         seen = await store.load(session, key)
-    assert (seen.unreported_input_tokens, seen.unreported_output_tokens) == (500, 50)
+    assert (seen.unreported_usage.input_tokens, seen.unreported_usage.output_tokens) == (500, 50)
     async with sessions.begin() as session:
         assert await store.take_unreported_usage(session, seen)
         assert not await store.take_unreported_usage(session, seen)
     async with sessions() as session:
         after = await store.load(session, key)
-    assert (after.unreported_input_tokens, after.unreported_output_tokens) == (0, 0)
+    assert (after.unreported_usage.input_tokens, after.unreported_usage.output_tokens) == (0, 0)
 
 
 async def test_usage_added_after_a_read_is_not_taken_with_it(sessions):
     key = new_key()
     async with sessions.begin() as session:
         await store.create_if_absent(session, key)
-        await store.add_unreported_usage(session, key, 300, 40)
+        await store.add_unreported_usage(session, key, TokenUsage(300, 40))
     async with sessions() as session:
         seen = await store.load(session, key)
     async with sessions.begin() as session:
-        await store.add_unreported_usage(session, key, 100, 5)
+        await store.add_unreported_usage(session, key, TokenUsage(100, 5))
         assert not await store.take_unreported_usage(session, seen)
     async with sessions() as session:
-        assert (await store.load(session, key)).unreported_input_tokens == 400
+        assert (await store.load(session, key)).unreported_usage.input_tokens == 400
 
 
 async def test_sweep_deletes_only_rows_whose_messages_are_gone(sessions):

@@ -184,7 +184,7 @@ async def test_fold_asks_for_updated_notes():
     assert "Conversation so far" in system.content
     assert "Current notes:\nKey facts:\n- customer ACME" in human.content
     assert "User: we deploy project PRJ-123 on the EU cluster, step 19" in human.content
-    assert (result.summary, result.input_tokens, result.output_tokens) == (GOOD, 100, 10)
+    assert (result.summary, result.usage.input_tokens, result.usage.output_tokens) == (GOOD, 100, 10)
 
 
 class RecordedRuns(AsyncCallbackHandler):
@@ -220,7 +220,7 @@ async def test_a_fold_reports_the_input_the_provider_served_from_its_cache():
 
     result = await fold(model, "", BATCH)
 
-    assert (result.input_tokens, result.cached_input_tokens) == (1500, 1024)
+    assert (result.usage.input_tokens, result.usage.cached_input_tokens) == (1500, 1024)
 
 
 async def test_fold_runs_at_temperature_zero_on_a_copy():
@@ -284,9 +284,9 @@ async def test_a_fold_without_reported_usage_counts_estimated_tokens():
 
     model = NoUsageModel(script=[GOOD])
     result = await fold(model, "", BATCH)
-    assert result.input_tokens == estimated_size(message.content for message in model.calls[0])
-    assert result.output_tokens == estimate_tokens(GOOD)
-    assert result.estimated
+    assert result.usage.input_tokens == estimated_size(message.content for message in model.calls[0])
+    assert result.usage.output_tokens == estimate_tokens(GOOD)
+    assert result.usage.estimated
 
 
 @pytest.mark.parametrize(
@@ -350,7 +350,7 @@ async def test_each_request_of_a_batch_carries_the_notes_so_far():
     assert len(llm.calls) > 1
     assert "Current notes:\n(none yet)" in llm.calls[0][-1].content
     assert "Current notes:\nKey facts:" in llm.calls[1][-1].content
-    assert result.input_tokens == 100 * len(llm.calls)
+    assert result.usage.input_tokens == 100 * len(llm.calls)
 
 
 class EndlessModel(ScriptedChatModel):

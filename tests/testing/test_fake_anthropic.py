@@ -11,10 +11,7 @@ from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langflow_session_memory.services.session_memory.rules.context_size import is_context_length_error
-from langflow_session_memory.services.session_memory.summary.summarizer import (
-    cache_write_input_tokens,
-    cached_input_tokens,
-)
+from langflow_session_memory.services.session_memory.rules.usage import reported
 from tests.claude import HAIKU, SONNET, claude, search_earlier_messages
 
 LONG_SYSTEM = "Be brief. " * 600  # 1,500 tokens + 4
@@ -41,7 +38,9 @@ def test_langchain_reads_the_answer_and_its_usage_streamed_or_not(claude_server,
     usage = answer.usage_metadata
     assert usage["input_tokens"] == claude_server.requests()[-1]["prompt_tokens"] > 1500
     assert usage["output_tokens"] == 9
-    assert cached_input_tokens(usage) == cache_write_input_tokens(usage) == 0  # nothing marked, nothing cached
+    assert (
+        reported(usage).cached_input_tokens == reported(usage).cache_write_input_tokens == 0
+    )  # nothing marked, nothing cached
 
 
 @pytest.mark.parametrize("streaming", [False, True])
@@ -50,13 +49,13 @@ def test_a_request_marked_at_its_last_block_is_read_from_the_cache_the_next_time
     first = model.invoke(CONVERSATION, cache_control=TOP_LEVEL).usage_metadata
     later = model.invoke([*CONVERSATION, AIMessage("PRJ-123"), HumanMessage("Thanks.")], cache_control=TOP_LEVEL)
 
-    assert (cached_input_tokens(first), cache_write_input_tokens(first)) == (0, first["input_tokens"])
+    assert (reported(first).cached_input_tokens, reported(first).cache_write_input_tokens) == (0, first["input_tokens"])
     usage = later.usage_metadata
-    assert cached_input_tokens(usage) == first["input_tokens"]
-    assert cache_write_input_tokens(usage) == usage["input_tokens"] - first["input_tokens"] > 0
+    assert reported(usage).cached_input_tokens == first["input_tokens"]
+    assert reported(usage).cache_write_input_tokens == usage["input_tokens"] - first["input_tokens"] > 0
     assert [(r["cached_tokens"], r["cache_write_tokens"]) for r in claude_server.requests()] == [
         (0, first["input_tokens"]),
-        (first["input_tokens"], cache_write_input_tokens(usage)),
+        (first["input_tokens"], reported(usage).cache_write_input_tokens),
     ]
 
 
@@ -77,7 +76,7 @@ def test_a_prefix_under_the_model_s_minimum_is_not_cached(claude_server):
         claude(claude_server, model).invoke(CONVERSATION, cache_control=TOP_LEVEL)
         again = claude(claude_server, model).invoke(CONVERSATION, cache_control=TOP_LEVEL).usage_metadata
         # about 1,550 tokens: over Sonnet 4.5's 1,024-token minimum, under Haiku 4.5's 4,096
-        assert cached_input_tokens(again) == (again["input_tokens"] if model == SONNET else 0)
+        assert reported(again).cached_input_tokens == (again["input_tokens"] if model == SONNET else 0)
 
 
 def test_a_fifth_breakpoint_is_refused_in_anthropic_s_words(claude_server):

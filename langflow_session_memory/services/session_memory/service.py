@@ -28,6 +28,7 @@ from langflow_session_memory.services.session_memory.rules.planner import (
     Waiting,
 )
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionState, utc_now
 from langflow_session_memory.services.session_memory.storage.reading import Reading, read
@@ -40,10 +41,8 @@ REMEMBERED_TURNS = 1024
 class History:
     """What the Agent sends as chat history, what folds cost, and the row it was planned from.
 
-    The tokens are this turn's folds plus those of folds that ran after earlier answers
-    and were not reported yet (``cached_input_tokens`` of them served from the provider's
-    prompt cache); ``tokens_estimated`` when a provider reported no usage for some of them.
-    ``fold_due``: a fold should run after this answer. ``summary`` is the summary sent
+    ``fold_usage`` is this turn's folds' plus that of folds that ran after earlier answers
+    and were not reported yet. ``fold_due``: a fold should run after this answer. ``summary`` is the summary sent
     (empty when none is, or when it had to be left out to fit the window). ``waiting``: the raw
     messages waiting beyond the window as this turn first read them, against their budget.
     """
@@ -51,12 +50,9 @@ class History:
     messages: list[Message]
     summary: str = ""
     folded: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
+    fold_usage: TokenUsage = field(default_factory=TokenUsage)
     state: SessionState | None = None
     fold_due: bool = False
-    tokens_estimated: bool = False
     waiting: Waiting | None = None
 
 
@@ -116,11 +112,9 @@ class SessionMemoryService:
             if not plan.batches:
                 return
             cost = await self._fold(turn, reading, plan, Mode.AFTER_ANSWER, llm)
-            if cost.input_tokens or cost.output_tokens:
+            if cost.usage:
                 async with self.sessions() as session:
-                    await store.add_unreported_usage(
-                        session, turn.key, cost.input_tokens, cost.output_tokens, cost.cached_input_tokens
-                    )
+                    await store.add_unreported_usage(session, turn.key, cost.usage)
                     await session.commit()
         except Exception as error:  # noqa: BLE001 - after the answer nobody sees an error; logged, the next turn retries
             latency_ms = round((time.perf_counter() - started) * 1000)
@@ -161,12 +155,9 @@ class SessionMemoryService:
             messages=await history_messages(summary, plan.raw),
             summary=summary,
             folded=cost.folded,
-            input_tokens=cost.input_tokens,
-            output_tokens=cost.output_tokens,
-            cached_input_tokens=cost.cached_input_tokens,
+            fold_usage=cost.usage,
             state=reading.state,
             fold_due=mode is Mode.ROUTINE and self.planner.fold_due(turn, reading),
-            tokens_estimated=cost.estimated,
             waiting=waiting,
         )
 
@@ -196,18 +187,12 @@ class SessionMemoryService:
 
     async def _take_unreported_usage(self, state: SessionState) -> FoldCost:
         """The tokens of folds that ran after earlier answers, taken off the row so no other turn reports them."""
-        if not (state.unreported_input_tokens or state.unreported_output_tokens):
+        if not state.unreported_usage:
             return FoldCost()
         async with self.sessions() as session:
             taken = await store.take_unreported_usage(session, state)
             await session.commit()
-        if not taken:
-            return FoldCost()
-        return FoldCost(
-            input_tokens=state.unreported_input_tokens,
-            output_tokens=state.unreported_output_tokens,
-            cached_input_tokens=state.unreported_cached_input_tokens,
-        )
+        return FoldCost(usage=state.unreported_usage) if taken else FoldCost()
 
     def _earlier_fold(self, turn: Turn, mode: Mode) -> FoldCost | None:
         """What an earlier attempt of this turn (same stored input) folded; a retry does not fold again."""

@@ -23,17 +23,14 @@ from lfx.utils.langflow_utils import has_langflow_db_backend
 
 from langflow_session_memory.services.session_memory.agent.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import context_size, usage
 from langflow_session_memory.services.session_memory.rules.call_fit import Reduction
 from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.services.session_memory.service import History
 from langflow_session_memory.services.session_memory.settings import new_turn_waits_for_folds, waiting_tokens
 from langflow_session_memory.services.session_memory.storage.model import SessionKey
-from langflow_session_memory.services.session_memory.summary.summarizer import (
-    cache_write_input_tokens,
-    cached_input_tokens,
-)
 
 # Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
 BUILT_IN_TOOL_TOKENS = 90
@@ -52,8 +49,7 @@ class ModelCalls(AsyncCallbackHandler):
     def __init__(self) -> None:
         self.started = 0
         self.last_call_tokens: int | None = None
-        self.cached_input_tokens = 0  # over the run's calls, as the provider reported them
-        self.cache_write_input_tokens = 0  # likewise: written to the provider's prompt cache (Anthropic)
+        self.usage = TokenUsage()  # over the run's calls: as reported, else estimated
         self._prompt_estimate = 0
 
     async def on_chat_model_start(self, _serialized, messages, **_kwargs) -> None:
@@ -66,13 +62,13 @@ class ModelCalls(AsyncCallbackHandler):
         """The call's size as the provider reported it; estimated when it reported none (llama.cpp's streams)."""
         for generations in response.generations:
             for generation in generations:
-                usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
-                self.cached_input_tokens += cached_input_tokens(usage)
-                self.cache_write_input_tokens += cache_write_input_tokens(usage)
-                if usage.get("input_tokens"):
-                    self.last_call_tokens = int(usage["input_tokens"]) + int(usage.get("output_tokens") or 0)
-                else:
-                    self.last_call_tokens = self._prompt_estimate + context_size.estimate_tokens(generation.text)
+                call = usage.of_call(
+                    getattr(getattr(generation, "message", None), "usage_metadata", None),
+                    prompt_tokens=self._prompt_estimate,
+                    answer=generation.text,
+                )
+                self.usage += call
+                self.last_call_tokens = call.input_tokens + call.output_tokens
 
 
 @dataclass

@@ -34,6 +34,7 @@ from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import notes_text
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import tool_result_share
 
 __all__ = [
@@ -162,41 +163,39 @@ async def _add_fold_usage(component, result: Message) -> Message:
     """Add this turn's fold tokens to the usage the Agent reports and stores, and log the turn's figures.
 
     Both places matter: the stored Agent message, and ``_token_usage``, from which
-    Langflow's Chat Output recomputes the usage it stores last. A provider that reported no
-    usage (llama.cpp ignores ``stream_options``) gets the estimate instead, marked as one
-    on the "Session memory" step and in the log line, so no figure goes missing unsaid.
+    Langflow's Chat Output recomputes the usage it stores last. Where the provider reported
+    no usage (llama.cpp ignores ``stream_options``), Langflow has none and the Agent's calls
+    are counted by their estimate (:class:`agent.guard.ModelCalls`), marked as one on the
+    "Session memory" step and in the log line, so no figure goes missing unsaid.
     """
     state = run_state(component)
     history = state.history
-    if history is None or state.turn is None or result.properties is None:
+    if history is None or result.properties is None:
         return result
-    usage, estimated = result.properties.usage, history.tokens_estimated
-    cached = state.calls.cached_input_tokens if state.calls else 0
-    written = state.calls.cache_write_input_tokens if state.calls else 0
-    if usage is None or not usage.input_tokens:
-        usage = Usage(
-            input_tokens=request_tokens(state.turn, getattr(component, "chat_history", None) or []),
-            output_tokens=context_size.estimate_tokens(result.text if isinstance(result.text, str) else ""),
-        )
-        estimated = True
-    input_tokens = (usage.input_tokens or 0) + history.input_tokens
-    output_tokens = (usage.output_tokens or 0) + history.output_tokens
+    given = result.properties.usage
+    chat = _chat_usage(given, state.calls)
+    folds = history.fold_usage
+    total = chat + folds
     await logger.ainfo(
-        f"session_memory_turn input_tokens={input_tokens} output_tokens={output_tokens} "
-        f"fold_input_tokens={history.input_tokens} fold_output_tokens={history.output_tokens} "
-        f"cached_input_tokens={cached} cache_write_input_tokens={written} "
-        f"fold_cached_input_tokens={history.cached_input_tokens} "
-        f"usage={'estimated' if estimated else 'reported'} folded={history.folded} "
+        f"session_memory_turn input_tokens={total.input_tokens} output_tokens={total.output_tokens} "
+        f"fold_input_tokens={folds.input_tokens} fold_output_tokens={folds.output_tokens} "
+        f"cached_input_tokens={chat.cached_input_tokens} cache_write_input_tokens={chat.cache_write_input_tokens} "
+        f"fold_cached_input_tokens={folds.cached_input_tokens} "
+        f"usage={'estimated' if total.estimated else 'reported'} folded={history.folded} "
         f"history_messages={len(history.messages)}{_reduced_fields(state.reductions)}"
     )
-    result = playground.with_step_facts(result, _cache_facts(cached, written, history))
+    result = playground.with_step_facts(result, _cache_facts(chat, folds))
     result = playground.with_turn_facts(result, state.reductions.facts())
-    if not (history.input_tokens or history.output_tokens or estimated):
-        return result  # Chat Output stores the step's counts with the answer
-    total = Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens)
-    result.properties.usage = total
-    component._token_usage = total
-    if estimated:
+    if not folds and given is not None and given.input_tokens:
+        return result  # Langflow's own figure is the turn's: Chat Output stores the step's counts with the answer
+    stored = Usage(
+        input_tokens=total.input_tokens,
+        output_tokens=total.output_tokens,
+        total_tokens=total.input_tokens + total.output_tokens,
+    )
+    result.properties.usage = stored
+    component._token_usage = stored
+    if total.estimated:
         result = playground.with_step_facts(result, {"usage": playground.USAGE_ESTIMATED})
     if result.get_id():
         result = await component._update_stored_message(result)
@@ -215,17 +214,26 @@ def _reduced_fields(reductions) -> str:
     )
 
 
-def _cache_facts(cached: int, written: int, history) -> dict:
+def _chat_usage(given: Usage | None, calls: ModelCalls | None) -> TokenUsage:
+    """The Agent's own calls this turn: Langflow's usage where it has one (what Langflow stores), with what
+    our counter saw of the prompt cache; else our counter's, as reported or estimated call by call."""
+    counted = calls.usage if calls else TokenUsage(estimated=True)
+    if given is None or not given.input_tokens:
+        return counted if counted.input_tokens else TokenUsage(estimated=True)
+    return replace(counted, input_tokens=given.input_tokens, output_tokens=given.output_tokens or 0, estimated=False)
+
+
+def _cache_facts(chat: TokenUsage, folds: TokenUsage) -> dict:
     """What the provider served from its prompt cache and wrote to it, for the step (Langflow's ``Usage``
     has no field for either).
 
     The chat calls' and the folds' apart: a fold is a request of its own, billed on its own.
     """
-    facts = {"cached_input_tokens": cached} if cached else {}
-    if written:
-        facts["cache_write_input_tokens"] = written
-    if history.input_tokens:
-        facts |= {"fold_input_tokens": history.input_tokens, "fold_cached_input_tokens": history.cached_input_tokens}
+    facts = {"cached_input_tokens": chat.cached_input_tokens} if chat.cached_input_tokens else {}
+    if chat.cache_write_input_tokens:
+        facts["cache_write_input_tokens"] = chat.cache_write_input_tokens
+    if folds.input_tokens:
+        facts |= {"fold_input_tokens": folds.input_tokens, "fold_cached_input_tokens": folds.cached_input_tokens}
     return facts
 
 
@@ -313,7 +321,7 @@ async def _compacted_history(component):
     if built is None:
         return None
     turn, history = built
-    size_after = turn.fixed_tokens + context_size.estimated_size(m.text for m in history.messages)
+    size_after = request_tokens(turn, history.messages)
     await logger.awarning(
         f"session_context_overflow action=compact size_after={size_after} context_window={turn.context_window} "
         f"folded={history.folded}"
@@ -321,10 +329,6 @@ async def _compacted_history(component):
     if turn.context_window and size_after > turn.context_window:
         return None
     if state.history is not None:
-        history = replace(
-            history,
-            input_tokens=history.input_tokens + state.history.input_tokens,
-            output_tokens=history.output_tokens + state.history.output_tokens,
-        )
+        history = replace(history, fold_usage=history.fold_usage + state.history.fold_usage)
     state.history = history
     return history

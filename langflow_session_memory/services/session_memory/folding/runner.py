@@ -138,17 +138,11 @@ class FoldRunner:
             except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
                 await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started))
                 return cost
-            spent = FoldCost(
-                input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens,
-                estimated=result.estimated,
-                cached_input_tokens=result.cached_input_tokens,
-            )
-            cost = cost.plus_tokens(spent)
+            cost = FoldCost(folded=cost.folded, usage=cost.usage + result.usage)
             if not won:
                 await self._log_lost(seen, current)
                 return cost
-            cost.folded += len(batch)
+            cost = FoldCost(folded=cost.folded + len(batch), usage=cost.usage)
             await logger.ainfo(
                 f"session_summary_fold latency_ms={_milliseconds_since(started)} "
                 f"folded={len(batch)} summary_words_before={summarizer.word_count(seen.summary)} "

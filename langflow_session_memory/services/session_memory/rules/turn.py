@@ -2,12 +2,13 @@
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.storage.model import SessionKey
 
 SessionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
@@ -56,28 +57,16 @@ class Mode(Enum):
         return "background" if self is Mode.AFTER_ANSWER else "inline"
 
 
-@dataclass
+@dataclass(frozen=True)
 class FoldCost:
-    """Messages folded and the tokens the model calls cost; ``estimated`` when a provider reported none.
-
-    ``cached_input_tokens``: the part of ``input_tokens`` the provider served from its prompt cache.
-    """
+    """Messages folded and what the model calls cost."""
 
     folded: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    estimated: bool = False
-    cached_input_tokens: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
 
     def __bool__(self) -> bool:
-        return bool(self.folded or self.input_tokens or self.output_tokens)
+        return bool(self.folded or self.usage)
 
     def plus_tokens(self, other: "FoldCost") -> "FoldCost":
         """This cost's folds with both costs' tokens: a turn reports the tokens of folds it did not make."""
-        return FoldCost(
-            folded=self.folded,
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            estimated=self.estimated or other.estimated,
-            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
-        )
+        return FoldCost(folded=self.folded, usage=self.usage + other.usage)

@@ -5,7 +5,7 @@ The table lives in its own SQLModel registry: Langflow's startup schema check co
 expect, so our table must never be registered there.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -13,6 +13,8 @@ from sqlalchemy import Column, Index, Integer, Text, UniqueConstraint, Uuid, tex
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 from sqlmodel.sql.sqltypes import UTCDateTime
+
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 
 TABLE_NAME = "session_memory_state"
 session_memory_registry = registry()
@@ -94,9 +96,7 @@ class SessionState:
     last_error: str | None = None
     fold_claimed_until: datetime | None = None
     last_call_tokens: int | None = None
-    unreported_input_tokens: int = 0
-    unreported_output_tokens: int = 0
-    unreported_cached_input_tokens: int = 0
+    unreported_usage: TokenUsage = field(default_factory=TokenUsage)  # of folds after answers, until a turn reports it
 
     def is_paused(self, now: datetime) -> bool:
         return self.paused_until is not None and now < self.paused_until

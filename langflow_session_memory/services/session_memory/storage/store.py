@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.storage.model import (
     Cursor,
     SessionKey,
@@ -52,9 +53,11 @@ def to_state(key: SessionKey, row) -> SessionState:
         last_error=row.last_error,
         fold_claimed_until=row.fold_claimed_until,
         last_call_tokens=row.last_call_tokens,
-        unreported_input_tokens=row.unreported_input_tokens or 0,
-        unreported_output_tokens=row.unreported_output_tokens or 0,
-        unreported_cached_input_tokens=row.unreported_cached_input_tokens or 0,
+        unreported_usage=TokenUsage(
+            input_tokens=row.unreported_input_tokens or 0,
+            output_tokens=row.unreported_output_tokens or 0,
+            cached_input_tokens=row.unreported_cached_input_tokens or 0,
+        ),
     )
 
 
@@ -137,18 +140,17 @@ async def release_fold(session: AsyncSession, key: SessionKey, until: datetime) 
     )
 
 
-async def add_unreported_usage(
-    session: AsyncSession, key: SessionKey, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
-) -> None:
+async def add_unreported_usage(session: AsyncSession, key: SessionKey, usage: TokenUsage) -> None:
     """Keep the tokens of a fold that ran after an answer until a turn reports them (no row: nothing to keep)."""
     table = SessionMemoryState.__table__.c
     await session.execute(
         update(SessionMemoryState.__table__)
         .where(key_filter(key))
         .values(
-            unreported_input_tokens=func.coalesce(table.unreported_input_tokens, 0) + input_tokens,
-            unreported_output_tokens=func.coalesce(table.unreported_output_tokens, 0) + output_tokens,
-            unreported_cached_input_tokens=func.coalesce(table.unreported_cached_input_tokens, 0) + cached_input_tokens,
+            unreported_input_tokens=func.coalesce(table.unreported_input_tokens, 0) + usage.input_tokens,
+            unreported_output_tokens=func.coalesce(table.unreported_output_tokens, 0) + usage.output_tokens,
+            unreported_cached_input_tokens=func.coalesce(table.unreported_cached_input_tokens, 0)
+            + usage.cached_input_tokens,
         )
     )
 
@@ -164,8 +166,8 @@ async def take_unreported_usage(session: AsyncSession, seen: SessionState) -> bo
         update(table)
         .where(
             key_filter(seen.key),
-            func.coalesce(table.c.unreported_input_tokens, 0) == seen.unreported_input_tokens,
-            func.coalesce(table.c.unreported_output_tokens, 0) == seen.unreported_output_tokens,
+            func.coalesce(table.c.unreported_input_tokens, 0) == seen.unreported_usage.input_tokens,
+            func.coalesce(table.c.unreported_output_tokens, 0) == seen.unreported_usage.output_tokens,
         )
         .values(unreported_input_tokens=0, unreported_output_tokens=0, unreported_cached_input_tokens=0)
     )

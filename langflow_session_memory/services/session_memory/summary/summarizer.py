@@ -16,13 +16,14 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import context_size, usage
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 
 # Langflow's remediation registry is imported by the functions that call a model:
 # ``lfx.base.models`` loads Langflow's whole component machinery (half a minute on a busy
@@ -99,17 +100,10 @@ class ChatLine:
 
 @dataclass(frozen=True)
 class FoldResult:
-    """The new notes and what they cost; ``estimated`` when the provider reported no usage.
-
-    ``cached_input_tokens``: the part of the input the provider served from its prompt cache
-    (billed at a discount), as it reported it.
-    """
+    """The new notes and what their requests cost."""
 
     summary: str
-    input_tokens: int
-    output_tokens: int
-    estimated: bool = False
-    cached_input_tokens: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
 
 
 @dataclass(frozen=True)
@@ -479,7 +473,7 @@ async def fold(
     rejected whatever it holds: its last notes are missing.
     """
     budget = fold_budget(llm, context_window)
-    result = FoldResult(previous_summary, 0, 0)
+    result = FoldResult(previous_summary)
     pending = transcript_chunks(batch, budget)
     async with asyncio.timeout(timeout_seconds):
         while pending:
@@ -492,13 +486,7 @@ async def fold(
                     raise
                 pending[:0] = halves
                 continue
-            result = FoldResult(
-                summary=folded.summary,
-                input_tokens=result.input_tokens + folded.input_tokens,
-                output_tokens=result.output_tokens + folded.output_tokens,
-                estimated=result.estimated or folded.estimated,
-                cached_input_tokens=result.cached_input_tokens + folded.cached_input_tokens,
-            )
+            result = FoldResult(summary=folded.summary, usage=result.usage + folded.usage)
     return result
 
 
@@ -537,36 +525,9 @@ async def _fold_chunk(
             f"session_summary_shortened dropped_lines={dropped} words_written={word_count(text)} "
             f"words_kept={word_count(summary)}"
         )
-    usage = getattr(response, "usage_metadata", None) or {}
-    reported = bool(usage.get("input_tokens"))
-    return FoldResult(
-        summary=summary,
-        input_tokens=int(usage["input_tokens"])
-        if reported
-        else context_size.estimated_size(m.content for m in request),
-        output_tokens=int(usage.get("output_tokens") or 0) if reported else context_size.estimate_tokens(text),
-        estimated=not reported,
-        cached_input_tokens=cached_input_tokens(usage),
+    spent = usage.of_call(
+        getattr(response, "usage_metadata", None),
+        prompt_tokens=context_size.estimated_size(m.content for m in request),
+        answer=text,
     )
-
-
-def cached_input_tokens(usage: dict) -> int:
-    """The input a provider served from its prompt cache, from LangChain's ``usage_metadata``.
-
-    LangChain maps OpenAI's ``prompt_tokens_details.cached_tokens`` and Anthropic's
-    ``cache_read_input_tokens`` to ``input_token_details.cache_read``; absent means none reported.
-    """
-    details = usage.get("input_token_details") or {}
-    return int(details.get("cache_read") or 0)
-
-
-def cache_write_input_tokens(usage: dict) -> int:
-    """The input a provider wrote to its prompt cache (Anthropic bills it at 1.25x), from ``usage_metadata``.
-
-    LangChain keeps Anthropic's ``cache_creation_input_tokens`` as ``input_token_details.cache_creation``,
-    or, when Anthropic splits it by lifetime, as ``ephemeral_5m_input_tokens`` and
-    ``ephemeral_1h_input_tokens`` with ``cache_creation`` set to 0.
-    """
-    details = usage.get("input_token_details") or {}
-    split = int(details.get("ephemeral_5m_input_tokens") or 0) + int(details.get("ephemeral_1h_input_tokens") or 0)
-    return int(details.get("cache_creation") or 0) or split
+    return FoldResult(summary=summary, usage=spent)
