@@ -1,6 +1,7 @@
 """Folds after the answer, on SQLite and PostgreSQL: what a turn sends meanwhile, the fold, its usage, its end."""
 
 import asyncio
+from dataclasses import replace
 from datetime import timedelta
 
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
@@ -51,7 +52,7 @@ async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, se
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(
-            session, seen, clock.now + timedelta(seconds=30), clock.now, service.longest_claim
+            session, seen, clock.now + timedelta(seconds=30), clock.now, service.policy.longest_claim
         )
     model = ScriptedChatModel()
 
@@ -65,10 +66,12 @@ async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, se
 
 async def test_only_a_compaction_waits_for_the_fold_elsewhere(service, sessions, key, clock, captured_logs):
     _rows, turn = await seed(sessions, key, 61 + WINDOW)
-    service.fold_timeout = 0.3
+    service.policy = replace(service.policy, fold_timeout_seconds=0.3)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
-        assert await store.claim_fold(session, seen, clock.now + timedelta(seconds=2), clock.now, service.longest_claim)
+        assert await store.claim_fold(
+            session, seen, clock.now + timedelta(seconds=2), clock.now, service.policy.longest_claim
+        )
 
     await service.build_history(turn, ScriptedChatModel())  # a backlog's inline fold goes on without it
     assert not any(log["event"].startswith("session_summary_fold_elsewhere") for log in captured_logs)
@@ -168,7 +171,9 @@ async def test_a_turn_waits_no_longer_than_the_fold_timeout(service, sessions, k
     service.background.open()
     assert service.background.start(key, lambda: service.fold_after_turn(turn, stuck), server=LOCAL_SERVER)
     await asyncio.wait_for(stuck.reached.wait(), timeout=10)
-    service.fold_timeout = 0.3  # for the turn's wait; the fold in flight keeps its own
+    service.policy = replace(
+        service.policy, fold_timeout_seconds=0.3
+    )  # for the turn's wait; the fold in flight keeps its own
 
     new_turn = Turn(key, WINDOW, rows[-1].id, model_server=LOCAL_SERVER, waits_for_folds=True)
     history = await asyncio.wait_for(service.build_history(new_turn, ScriptedChatModel()), timeout=5)

@@ -6,6 +6,7 @@ statements with our cleanup listeners installed.
 
 import asyncio
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from sqlalchemy import delete
 from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory.folding.runner import COMPACTION_WAIT_SECONDS, FoldRunner
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from langflow_session_memory.services.session_memory.storage import store
@@ -148,7 +150,9 @@ async def test_a_claim_far_in_the_future_neither_stalls_nor_blocks_folding(
 
 async def test_a_compaction_never_waits_longer_than_one_fold_timeout(sessions, key, clock, captured_logs):
     rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
-    service = SessionMemoryService(sessions=sessions, clock=clock, fold_timeout=0.5)
+    service = SessionMemoryService(
+        sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.5)
+    )
     async with sessions.begin() as session:  # the test's clock stands still: this claim holds for as long as it waits
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(session, seen, clock.now + timedelta(seconds=5), clock.now, timedelta(minutes=1))
@@ -167,10 +171,12 @@ async def test_a_compaction_waits_seconds_not_a_fold_timeout_for_a_dead_workers_
     rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
-        assert await store.claim_fold(session, seen, clock.now + timedelta(minutes=3), clock.now, service.longest_claim)
+        assert await store.claim_fold(
+            session, seen, clock.now + timedelta(minutes=3), clock.now, service.policy.longest_claim
+        )
 
     compact = service.compact(Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
-    history = await asyncio.wait_for(compact, timeout=service.fold_timeout / 2)
+    history = await asyncio.wait_for(compact, timeout=service.policy.fold_timeout_seconds / 2)
 
     [waited] = waits_for_a_fold_elsewhere(captured_logs)
     assert "still_claimed=true" in waited
@@ -273,7 +279,9 @@ async def test_after_another_workers_fold_the_early_fold_size_rule_still_applies
     async with sessions.begin() as session:  # another worker is folding this session's first batch
         seen = await store.create_if_absent(session, key)
         await store.claim_fold(session, seen, clock.now + timedelta(seconds=1), clock.now, timedelta(minutes=1))
-    service = SessionMemoryService(sessions=sessions, clock=clock, fold_timeout=0.3)
+    service = SessionMemoryService(
+        sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.3)
+    )
 
     history = await service.build_history(Turn(key, WINDOW, rows[-1].id, context_window=1800), ScriptedChatModel())
 

@@ -5,12 +5,10 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langflow_session_memory.services.session_memory.rules.planner import (
-    FOLD_BATCH_SIZE,
-    gap_fetch_limit,
-    plan_fold,
-    raw_gap_limit,
-)
+from langflow_session_memory.services.session_memory.rules.planner import plan_fold
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
+
+BATCH = DEFAULT_POLICY.batch_size
 
 
 @dataclass(frozen=True)
@@ -31,8 +29,8 @@ def session(unfolded: int, window: int) -> tuple[list[Msg], list[Msg]]:
 
 
 def read_gap(unfolded: list[Msg]) -> list[Msg]:
-    """What the gap query returns: ascending, LIMIT gap_fetch_limit()."""
-    return sorted(unfolded, key=position)[: gap_fetch_limit()]
+    """What the gap query returns: ascending, LIMIT DEFAULT_POLICY.gap_limit."""
+    return sorted(unfolded, key=position)[: DEFAULT_POLICY.gap_limit]
 
 
 def plan_read(unfolded: list[Msg], *, paused: bool, after_answer: bool = False):
@@ -41,7 +39,7 @@ def plan_read(unfolded: list[Msg], *, paused: bool, after_answer: bool = False):
         read_gap(unfolded),
         paused=paused,
         after_answer=after_answer,
-        whole_gap=len(unfolded) < gap_fetch_limit(),
+        whole_gap=len(unfolded) < DEFAULT_POLICY.gap_limit,
     )
 
 
@@ -64,14 +62,14 @@ def test_only_a_backlog_beyond_what_may_be_sent_is_left_out(unfolded, window, pa
     covered = {m for batch in plan.batches for m in batch} | set(plan.raw_gap) | set(window_rows)
     left_out = [m for m in gap_rows + window_rows if m not in covered]
 
-    assert left_out == [] or len(left_out) >= 2 * FOLD_BATCH_SIZE
+    assert left_out == [] or len(left_out) >= 2 * BATCH
     assert left_out == gap_rows[len(gap_rows) - len(left_out) :]
 
 
 @given(unfolded=st.integers(0, 400), paused=st.booleans())
 def test_the_prompt_never_holds_more_unfolded_messages_than_two_batches(unfolded, paused):
     plan = plan_read(session(unfolded, 0)[0], paused=paused)
-    assert len(plan.raw_gap) <= raw_gap_limit() == 2 * FOLD_BATCH_SIZE
+    assert len(plan.raw_gap) <= DEFAULT_POLICY.raw_gap_limit == 2 * BATCH
 
 
 @given(unfolded=st.integers(0, 400))
@@ -80,7 +78,7 @@ def test_a_turn_folds_inside_itself_only_the_excess_over_two_batches(unfolded):
     folded = sum(len(batch) for batch in plan.batches)
     if unfolded <= 40:
         assert (folded, len(plan.raw_gap)) == (0, unfolded)
-    elif unfolded < gap_fetch_limit():
+    elif unfolded < DEFAULT_POLICY.gap_limit:
         assert folded == 20 * -(-(unfolded - 40) // 20)
         assert folded + len(plan.raw_gap) == unfolded
     else:

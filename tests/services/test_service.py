@@ -239,7 +239,9 @@ async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, cl
     _, turn = await seed(sessions, key, 20 + WINDOW)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
-        assert await store.claim_fold(session, seen, clock.now + timedelta(minutes=1), clock.now, service.longest_claim)
+        assert await store.claim_fold(
+            session, seen, clock.now + timedelta(minutes=1), clock.now, service.policy.longest_claim
+        )
 
     clock.now += timedelta(minutes=2)
     model = ScriptedChatModel()
@@ -288,10 +290,12 @@ async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
 
 async def test_a_retry_after_waiting_for_another_workers_fold_does_not_fold(service, sessions, key, clock):
     _, turn = await seed(sessions, key, INLINE_BATCH + WINDOW)
-    service.fold_timeout = 0.2
+    service.policy = replace(service.policy, fold_timeout_seconds=0.2)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
-        assert await store.claim_fold(session, seen, clock.now + timedelta(seconds=1), clock.now, service.longest_claim)
+        assert await store.claim_fold(
+            session, seen, clock.now + timedelta(seconds=1), clock.now, service.policy.longest_claim
+        )
     model = ScriptedChatModel()
     await service.build_history(turn, model)  # the other worker's claim holds: no fold
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.storage import store
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
@@ -49,7 +50,7 @@ async def test_the_raw_gap_counts_toward_the_early_fold(service, sessions, key):
     assert len(model.calls) == 2  # the gap folded early, its last batch partial
     assert (await row(sessions, key)).folded_count == 30
     assert [m.text for m in history.messages][2:] == stock_window
-    assert request_tokens(history) <= context_size.EARLY_FOLD_RATIO * CONTEXT_WINDOW
+    assert request_tokens(history) <= DEFAULT_POLICY.early_fold_share * CONTEXT_WINDOW
 
 
 async def test_a_paused_session_near_the_window_sends_no_more_than_the_stock_agent(

@@ -8,6 +8,7 @@ known, and while folding cannot run they are left out.
 from dataclasses import replace
 
 from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.storage import messages, store
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
@@ -33,7 +34,7 @@ def stock_size(rows) -> int:
 async def test_pastes_waiting_over_the_budget_are_folded_at_once_with_no_window_known(service, sessions, key):
     rows = await store_rows(sessions, pasted_session(key, 3))
     turn = Turn(key, WINDOW, rows[-1].id)  # no context window: the fixed 16,000-token budget
-    assert context_size.estimated_size(r.text for r in rows[:6]) > context_size.WAITING_TOKENS
+    assert context_size.estimated_size(r.text for r in rows[:6]) > DEFAULT_POLICY.unknown_window_waiting_tokens
 
     model = ScriptedChatModel()
     history = await service.build_history(turn, model)

@@ -2,6 +2,8 @@ from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.io import BoolInput, HandleInput, IntInput
 
 from langflow_session_memory.services.session_memory.agent.hooks import (
+    CONTEXT_WINDOW_INFO,
+    SWITCH_INFO,
     agent_middleware,
     agent_model,
     agent_tools,
@@ -40,12 +42,7 @@ class SessionMemoryAgentComponent(AgentComponent):
             display_name="Summarize Older Messages",
             advanced=False,
             value=False,
-            info=(
-                "Keep the newest Number of Chat History Messages as they are, and fold older ones, 20 at a time, "
-                "into a short per-session summary (at most 300 words) sent first in the history. Each fold is one "
-                "extra call to the same model, about once every 20 messages; its tokens are added to the turn's "
-                "usage. Off: exactly the stock Agent."
-            ),
+            info=SWITCH_INFO,
         ),
         HandleInput(
             name="summary_model",
@@ -63,11 +60,7 @@ class SessionMemoryAgentComponent(AgentComponent):
             display_name="Context Window (tokens)",
             advanced=True,
             value=0,
-            info=(
-                "With Summarize Older Messages on: the model's context window. When the last turn used more than 80% "
-                "of it, older messages of the history are folded early; when the provider still answers 'prompt too "
-                "long', the turn is retried once with the summary alone. 0 = the window LangChain knows for the model."
-            ),
+            info=CONTEXT_WINDOW_INFO,
         ),
         BoolInput(
             name="search_older_messages",

@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from functools import cache
 
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
-from langflow_session_memory.services.session_memory.settings import fold_timeout_seconds
 from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners
 
 
@@ -34,4 +33,4 @@ def get_session_memory_service() -> SessionMemoryService:
     Langflow's app (and so without our plugin), such as a worker.
     """
     install_cleanup_listeners()
-    return SessionMemoryService(sessions=langflow_database_session, fold_timeout=fold_timeout_seconds())
+    return SessionMemoryService(sessions=langflow_database_session)

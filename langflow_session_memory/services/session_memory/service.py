@@ -11,7 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 from lfx.log.logger import logger
@@ -20,15 +20,11 @@ from lfx.schema.message import Message
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
 from langflow_session_memory.services.session_memory.rules.assembly import history_messages
-from langflow_session_memory.services.session_memory.rules.planner import (
-    FOLD_BATCH_SIZE,
-    MAX_BATCHES_PER_TURN,
-    TurnPlan,
-    TurnPlanner,
-    Waiting,
-)
+from langflow_session_memory.services.session_memory.rules.planner import TurnPlan, TurnPlanner, Waiting
+from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
+from langflow_session_memory.services.session_memory.settings import fold_policy
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionState, utc_now
 from langflow_session_memory.services.session_memory.storage.reading import Reading, read
@@ -62,23 +58,17 @@ class SessionMemoryService:
 
     sessions: SessionFactory
     clock: Callable[[], datetime] = utc_now
-    batch_size: int = FOLD_BATCH_SIZE
-    max_batches: int = MAX_BATCHES_PER_TURN
-    fold_timeout: float = summarizer.FOLD_TIMEOUT_SECONDS
+    policy: FoldPolicy = field(default_factory=fold_policy)
     background: BackgroundFolds = field(default_factory=BackgroundFolds)
     _folded_turns: OrderedDict = field(default_factory=OrderedDict, repr=False)
 
     @property
     def planner(self) -> TurnPlanner:
-        return TurnPlanner(clock=self.clock, batch_size=self.batch_size, max_batches=self.max_batches)
+        return TurnPlanner(clock=self.clock, policy=self.policy)
 
     @property
     def folds(self) -> FoldRunner:
-        return FoldRunner(self.sessions, self.clock, fold_timeout=self.fold_timeout, max_batches=self.max_batches)
-
-    @property
-    def longest_claim(self) -> timedelta:
-        return self.folds.longest_claim
+        return FoldRunner(self.sessions, self.clock, policy=self.policy)
 
     async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
         """The history for ``turn``; folding at most once per turn, even when the Agent retries it.
@@ -88,7 +78,7 @@ class SessionMemoryService:
         wrote (see :meth:`BackgroundFolds.wait_for_server`).
         """
         if turn.n_messages > 0 and turn.waits_for_folds:
-            await self.background.wait_for_server(turn.model_server, self.fold_timeout)
+            await self.background.wait_for_server(turn.model_server, self.policy.fold_timeout_seconds)
         return await self._build(turn, llm, Mode.ROUTINE)
 
     async def compact(self, turn: Turn, llm: BaseChatModel) -> History:
@@ -175,12 +165,12 @@ class SessionMemoryService:
         character: an older version's, or written by hand) is never sent: the row is reset,
         logged, and the session is folded again from its start.
         """
-        reading = await read(self.sessions, turn, self.planner.gap_limit)
+        reading = await read(self.sessions, turn, self.policy.gap_limit)
         problem = _invalid_summary(reading.state.summary)
         if problem is None:
             return reading
         await self.folds.reset(reading.state, reason=f"summary_invalid detail={problem!r}")
-        reading = await read(self.sessions, turn, self.planner.gap_limit)
+        reading = await read(self.sessions, turn, self.policy.gap_limit)
         if _invalid_summary(reading.state.summary) is not None:  # written again since: leave memory out of this turn
             raise summarizer.SummaryRejectedError("stored summary is invalid")
         return reading

@@ -9,11 +9,12 @@ import ipaddress
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory.summary.summarizer import FOLD_TIMEOUT_SECONDS
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, FoldPolicy
 
 FOLD_TIMEOUT_VARIABLE = "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS"
 LONGEST_FOLD_TIMEOUT_SECONDS = 3600.0
@@ -30,6 +31,13 @@ TOOL_RESULT_SHARE = 0.1
 _PRIVATE_NAME_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
 
 
+def fold_policy(environ: Mapping[str, str] = os.environ) -> FoldPolicy:
+    """The fold policy with what the operator set: the fold timeout and the budget for raw messages waiting."""
+    return replace(
+        DEFAULT_POLICY, fold_timeout_seconds=fold_timeout_seconds(environ), waiting_tokens=waiting_tokens(environ)
+    )
+
+
 def fold_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
     """How long one batch may take to fold (every model call of it): 60 s unless the operator says otherwise.
 
@@ -38,7 +46,7 @@ def fold_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
     return _positive_number(
         environ,
         FOLD_TIMEOUT_VARIABLE,
-        FOLD_TIMEOUT_SECONDS,
+        DEFAULT_POLICY.fold_timeout_seconds,
         highest=LONGEST_FOLD_TIMEOUT_SECONDS,
         reason=f"not_a_number_of_seconds_up_to_{int(LONGEST_FOLD_TIMEOUT_SECONDS)}",
     )
@@ -54,7 +62,7 @@ def tool_result_share(environ: Mapping[str, str] = os.environ) -> float:
 
 def waiting_tokens(environ: Mapping[str, str] = os.environ) -> int | None:
     """The operator's budget for raw messages waiting to be folded, in tokens; None (unset): a quarter of
-    the model's known window, else 16,000 (``context_size.waiting_budget``)."""
+    the model's known window, else 16,000 (``FoldPolicy.waiting_budget``)."""
     if not environ.get(WAITING_TOKENS_VARIABLE, "").strip():
         return None
     tokens = _positive_number(

@@ -29,7 +29,7 @@ from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.services.session_memory.service import History
-from langflow_session_memory.services.session_memory.settings import new_turn_waits_for_folds, waiting_tokens
+from langflow_session_memory.services.session_memory.settings import new_turn_waits_for_folds
 from langflow_session_memory.services.session_memory.storage.model import SessionKey
 
 # Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
@@ -220,7 +220,6 @@ def memory_turn(component) -> Turn | None:
         tracing=tuple(tracing_callbacks(component)),
         model_server=server,
         waits_for_folds=new_turn_waits_for_folds(server),
-        waiting_tokens=waiting_tokens(),
     )
 
 

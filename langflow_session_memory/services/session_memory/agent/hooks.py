@@ -34,11 +34,29 @@ from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import notes_text
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import tool_result_share
+from langflow_session_memory.services.session_memory.summary.summarizer import SUMMARY_WORD_LIMIT
+
+# The node's help texts, from the policy the service folds by.
+SWITCH_INFO = (
+    "Keep the newest Number of Chat History Messages as they are, and fold older ones, "
+    f"{DEFAULT_POLICY.batch_size} at a time, into a short per-session summary (at most {SUMMARY_WORD_LIMIT} words) "
+    "sent first in the history. Each fold is one extra call to the same model, about once every "
+    f"{DEFAULT_POLICY.batch_size} messages; its tokens are added to the turn's usage. Off: exactly the stock Agent."
+)
+CONTEXT_WINDOW_INFO = (
+    "With Summarize Older Messages on: the model's context window. When the last turn used more than "
+    f"{DEFAULT_POLICY.early_fold_share:.0%} of it, older messages of the history are folded early; when the provider "
+    "still answers 'prompt too long', the turn is retried once with the summary alone. 0 = the window LangChain "
+    "knows for the model."
+)
 
 __all__ = [
     "CONTEXT_TOO_LONG",
+    "CONTEXT_WINDOW_INFO",
+    "SWITCH_INFO",
     "ContextTooLongError",
     "agent_middleware",
     "agent_model",

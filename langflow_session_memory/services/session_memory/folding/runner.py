@@ -10,21 +10,19 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules.planner import COMPACTION_MAX_BATCHES, MAX_BATCHES_PER_TURN
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, FoldPolicy
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.storage import messages, store
 from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionState
 from langflow_session_memory.services.session_memory.summary import summarizer
 
-FOLD_PAUSE = timedelta(minutes=10)
-CLAIM_MARGIN = timedelta(seconds=5)
 CLAIM_POLL_SECONDS = 0.1
 # A turn the provider refused as too long waits at most this for another worker's fold before it
 # compacts with the summary as it is: its user waits already, and a dead worker's claim holds minutes.
@@ -41,13 +39,7 @@ class FoldRunner:
 
     sessions: SessionFactory
     clock: Callable[[], datetime]
-    fold_timeout: float = summarizer.FOLD_TIMEOUT_SECONDS
-    max_batches: int = MAX_BATCHES_PER_TURN
-
-    @property
-    def longest_claim(self) -> timedelta:
-        """The longest claim a worker can legitimately hold: a hard compaction's batches, one timeout each."""
-        return timedelta(seconds=self.fold_timeout * COMPACTION_MAX_BATCHES) + CLAIM_MARGIN
+    policy: FoldPolicy = DEFAULT_POLICY
 
     async def run(
         self, turn: Turn, state: SessionState, batches: Batches, mode: Mode, llm: BaseChatModel, replan: Replan
@@ -62,7 +54,8 @@ class FoldRunner:
         until = await self._claim(state, mode)
         if until is None:
             if mode is Mode.COMPACT:
-                await self.wait_for_fold_elsewhere(state.key, min(self.fold_timeout, COMPACTION_WAIT_SECONDS))
+                wait = min(self.policy.fold_timeout_seconds, COMPACTION_WAIT_SECONDS)
+                await self.wait_for_fold_elsewhere(state.key, wait)
             return FoldCost()
         try:
             if state.cursor is not None and await self._folded_range_changed(turn, state):
@@ -109,7 +102,7 @@ class FoldRunner:
         while claimed and time.perf_counter() - started < longest:
             async with self.sessions() as session:
                 current = await store.load(session, key)
-            claimed = current is not None and current.is_claimed(self.clock(), self.longest_claim)
+            claimed = current is not None and current.is_claimed(self.clock(), self.policy.longest_claim)
             if claimed:
                 await asyncio.sleep(CLAIM_POLL_SECONDS)
         await logger.ainfo(
@@ -129,7 +122,7 @@ class FoldRunner:
                     llm,
                     seen.summary,
                     [summarizer.ChatLine(role=row.sender, text=row.text or "") for row in batch],
-                    timeout_seconds=self.fold_timeout,
+                    timeout_seconds=self.policy.fold_timeout_seconds,
                     provider=turn.provider,
                     context_window=turn.fold_context_window,
                     tracing=turn.tracing,
@@ -159,12 +152,12 @@ class FoldRunner:
         row's version (cleanup listener), so the fold cannot commit.
         """
         now = self.clock()
-        batches = COMPACTION_MAX_BATCHES if mode is Mode.COMPACT else self.max_batches
-        until = now + timedelta(seconds=self.fold_timeout * batches) + CLAIM_MARGIN
+        policy = self.policy
+        until = now + policy.claim(policy.compaction_max_batches if mode is Mode.COMPACT else policy.max_batches)
         async with self.sessions() as session:
             if state.version == 0:
                 await store.create_if_absent(session, state.key)
-            claimed = await store.claim_fold(session, state, until, now, self.longest_claim)
+            claimed = await store.claim_fold(session, state, until, now, policy.longest_claim)
             await session.commit()
         return until if claimed else None
 
@@ -220,7 +213,7 @@ class FoldRunner:
 
     async def _pause(self, key: SessionKey, error: Exception, mode: Mode, *, latency_ms: int) -> None:
         reason = await self.log_failure(key, error, mode, latency_ms=latency_ms)
-        until = self.clock() + FOLD_PAUSE
+        until = self.clock() + self.policy.pause
         async with self.sessions() as session:
             await store.pause(session, key, until, reason)
             await session.commit()

@@ -17,15 +17,9 @@ CONTEXT_TOO_LONG = (
     "Shorten your last message or the Agent's instructions, start a new session, or choose a model with a "
     "larger context window."
 )
-EARLY_FOLD_RATIO = 0.8
 TARGET_RATIO = 0.5
 RECORD_RATIO = 0.4  # a last call below this share of the window cannot matter to the early fold
 SUMMARY_RESERVE_TOKENS = 400  # a 300-word summary plus its framing
-# The raw messages waiting to be folded (between the cursor and the window) are folded at once past this
-# share of the window, or past WAITING_TOKENS where the window is not known: a few huge pastes must not
-# make every request larger than the stock Agent's at the same N until a batch of 20 is due.
-WAITING_SHARE = 0.25
-WAITING_TOKENS = 16_000
 
 # What servers say when a prompt does not fit their context window, one phrase per wording; every
 # phrase has a row with the server's whole text, and where it was read, in
@@ -140,14 +134,6 @@ def is_probable_overflow(error: BaseException, *, request_tokens: int, context_w
     if not is_empty_stream(error):
         return False
     return context_window is None or request_tokens > EMPTY_STREAM_OVERFLOW_RATIO * context_window
-
-
-def waiting_budget(context_window: int | None, configured: int | None = None) -> int:
-    """How many tokens of raw messages may wait beyond the window: the operator's figure, else
-    :data:`WAITING_SHARE` of the known window, else :data:`WAITING_TOKENS`."""
-    if configured:
-        return configured
-    return int(WAITING_SHARE * context_window) if context_window else WAITING_TOKENS
 
 
 def estimated_size(texts: Iterable[str | None]) -> int:

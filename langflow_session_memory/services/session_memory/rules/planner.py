@@ -19,14 +19,10 @@ from lfx.utils.constants import MESSAGE_SENDER_USER
 
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, FoldPolicy
 from langflow_session_memory.services.session_memory.rules.turn import Mode, Turn
 from langflow_session_memory.services.session_memory.storage.model import SessionState
 from langflow_session_memory.services.session_memory.storage.reading import Reading
-
-FOLD_BATCH_SIZE = 20
-MAX_BATCHES_PER_TURN = 3
-RAW_GAP_BATCHES = 2
-COMPACTION_MAX_BATCHES = 10
 
 
 class Positioned(Protocol):
@@ -37,31 +33,12 @@ class Positioned(Protocol):
 T = TypeVar("T", bound=Positioned)
 
 
-def gap_fetch_limit(batch_size: int = FOLD_BATCH_SIZE, max_batches: int = MAX_BATCHES_PER_TURN) -> int:
-    """Rows of the gap a turn reads: every batch it may fold plus one more batch.
-
-    Reading one batch beyond what can be folded is what tells "fewer than B remain"
-    (send them raw) from "a backlog remains" (fold it on later turns), without ever
-    counting the whole backlog.
-    """
-    return max_batches * batch_size + batch_size
-
-
 @dataclass(frozen=True)
 class FoldPlan(Generic[T]):
     """Batches to fold this turn, oldest first, and the gap messages sent as they are."""
 
     batches: tuple[tuple[T, ...], ...]
     raw_gap: tuple[T, ...]
-
-
-def raw_gap_limit(batch_size: int = FOLD_BATCH_SIZE) -> int:
-    """The most unfolded gap messages a prompt may hold: :data:`RAW_GAP_BATCHES` batches.
-
-    Folds run after the answer, so a turn sends what has not been folded yet rather than
-    wait for a fold; beyond this a backlog is folded inside the turn (only the excess).
-    """
-    return RAW_GAP_BATCHES * batch_size
 
 
 def unfolded_tail(gap: Sequence[T], folded: int, limit: int) -> tuple[T, ...]:
@@ -78,30 +55,31 @@ def plan_fold(
     gap: Sequence[T],
     *,
     paused: bool,
-    batch_size: int = FOLD_BATCH_SIZE,
-    max_batches: int = MAX_BATCHES_PER_TURN,
+    policy: FoldPolicy = DEFAULT_POLICY,
+    max_batches: int | None = None,
     fold_all: bool = False,
     after_answer: bool = False,
     whole_gap: bool = True,
 ) -> FoldPlan[T]:
     """Plan a fold of ``gap``: the unfolded messages older than the raw part, ascending, as read.
 
-    Normally ``gap`` holds at most :func:`gap_fetch_limit` messages. A turn sends up to
-    :func:`raw_gap_limit` of them raw and folds only the excess, in full batches; the fold
-    after the answer (``after_answer``) folds every full batch. ``fold_all`` is for a prompt
-    that no longer fits the model's context: the last batch may be partial and nothing of
-    the gap is sent raw. At most ``max_batches`` either way; none while the key is paused.
+    Normally ``gap`` holds at most the policy's ``gap_limit`` messages. A turn sends up to its
+    ``raw_gap_limit`` of them raw and folds only the excess, in full batches; the fold after
+    the answer (``after_answer``) folds every full batch. ``fold_all`` is for a prompt that no
+    longer fits the model's context: the last batch may be partial and nothing of the gap is
+    sent raw. At most ``max_batches`` (the policy's unless given) either way; none while the
+    key is paused.
     ``whole_gap`` is False when the read stopped at its limit: what follows the folded
     batches is then not known to reach the window, so none of it is sent.
     """
-    limit = raw_gap_limit(batch_size)
+    batch_size, limit = policy.batch_size, policy.raw_gap_limit
     if fold_all:
         wanted = math.ceil(len(gap) / batch_size)
     elif after_answer:
         wanted = len(gap) // batch_size
     else:
         wanted = math.ceil(max(len(gap) - limit, 0) / batch_size)
-    batch_count = 0 if paused else min(wanted, max_batches)
+    batch_count = 0 if paused else min(wanted, policy.max_batches if max_batches is None else max_batches)
     batches = tuple(tuple(gap[i * batch_size : (i + 1) * batch_size]) for i in range(batch_count))
     raw_gap = () if fold_all or not whole_gap else unfolded_tail(gap, batch_count * batch_size, limit)
     return FoldPlan(batches=batches, raw_gap=raw_gap)
@@ -136,7 +114,7 @@ class EarlyFold:
 @dataclass(frozen=True)
 class Waiting:
     """The raw messages waiting to be folded beyond the window (the raw gap): how many, their estimated
-    tokens, and the budget past which they are folded at once (``context_size.waiting_budget``)."""
+    tokens, and the budget past which they are folded at once (``FoldPolicy.waiting_budget``)."""
 
     messages: int
     tokens: int
@@ -169,12 +147,7 @@ class TurnPlanner:
     """The turn rules of docs/design.md ("How a turn works"), in one place."""
 
     clock: Callable[[], datetime]
-    batch_size: int = FOLD_BATCH_SIZE
-    max_batches: int = MAX_BATCHES_PER_TURN
-
-    @property
-    def gap_limit(self) -> int:
-        return gap_fetch_limit(self.batch_size, self.max_batches)
+    policy: FoldPolicy = DEFAULT_POLICY
 
     def plan(self, turn: Turn, reading: Reading, mode: Mode, *, may_fold: bool) -> TurnPlan:
         """What to send raw and what to fold first.
@@ -189,28 +162,29 @@ class TurnPlanner:
         visible = _visible(turn, reading.window)
         state = reading.state
         paused = state.is_paused(self.clock()) or not may_fold
-        batching = {"paused": paused, "batch_size": self.batch_size, "whole_gap": len(reading.gap) < self.gap_limit}
+        policy = self.policy
+        batching = {"paused": paused, "policy": policy, "whole_gap": len(reading.gap) < policy.gap_limit}
         if mode is Mode.AFTER_ANSWER:
             over = self.waiting(turn, reading.gap).over
-            fold = plan_fold(reading.gap, max_batches=self.max_batches, after_answer=True, fold_all=over, **batching)
+            fold = plan_fold(reading.gap, after_answer=True, fold_all=over, **batching)
             return TurnPlan(raw=[], batches=fold.batches)
         if mode is Mode.COMPACT:
-            return self._folding_before(reading, visible, len(visible), COMPACTION_MAX_BATCHES, batching)
-        routine = plan_fold(reading.gap, max_batches=self.max_batches, **batching)
+            return self._folding_before(reading, visible, len(visible), policy.compaction_max_batches, batching)
+        routine = plan_fold(reading.gap, **batching)
         waiting = self.waiting(turn, routine.raw_gap)
         early, raw_start = self._early_fold(turn, state, routine.raw_gap, visible)
         if early is None and waiting.over and not paused:
-            plan = self._folding_before(reading, visible, _folded_prefix(visible, state), self.max_batches, batching)
+            plan = self._folding_before(reading, visible, _folded_prefix(visible, state), policy.max_batches, batching)
             return TurnPlan(raw=plan.raw, batches=plan.batches, waiting=waiting)
         unfolded_before = any(not _is_folded(row, state) for row in visible[:raw_start])
         if paused or early is None or not (unfolded_before or reading.gap):
             return self._fitted(turn, state, reading.gap, routine, visible, raw_start, early, waiting)
-        plan = self._folding_before(reading, visible, raw_start, self.max_batches, batching)
+        plan = self._folding_before(reading, visible, raw_start, policy.max_batches, batching)
         return TurnPlan(raw=plan.raw, batches=plan.batches, early_fold=early, waiting=waiting)
 
     def waiting(self, turn: Turn, rows: Sequence[MessageTable]) -> Waiting:
         """The raw messages ``rows`` waiting beyond the window, against the turn's budget for them."""
-        budget = context_size.waiting_budget(turn.context_window, turn.waiting_tokens)
+        budget = self.policy.waiting_budget(turn.context_window)
         return Waiting(messages=len(rows), tokens=context_size.estimated_size(row.text for row in rows), budget=budget)
 
     def fold_due(self, turn: Turn, reading: Reading) -> bool:
@@ -223,7 +197,7 @@ class TurnPlanner:
         if reading.state.is_paused(self.clock()):
             return False
         leaving = [row for row in reading.window[:1] if not _is_folded(row, reading.state)]
-        return len(reading.gap) + 1 >= self.batch_size or self.waiting(turn, [*reading.gap, *leaving]).over
+        return len(reading.gap) + 1 >= self.policy.batch_size or self.waiting(turn, [*reading.gap, *leaving]).over
 
     def request_tokens(self, turn: Turn, summary: str, rows: Sequence[MessageTable]) -> int:
         """The estimated size of the whole request: instructions, tools and input, the notes, the messages."""
@@ -248,13 +222,13 @@ class TurnPlanner:
 
         The larger of the provider's figure for the last model call (exact, but a turn old)
         and the estimate of this request (it sees the messages since) is compared with
-        :data:`context_size.EARLY_FOLD_RATIO` of the window; the raw part is then cut to fit
+        the policy's ``early_fold_share`` of the window; the raw part is then cut to fit
         :data:`context_size.TARGET_RATIO` of it, from a user message.
         """
         if not turn.context_window or not visible:
             return None, 0
         size = max(state.last_call_tokens or 0, self.request_tokens(turn, state.summary, [*raw_gap, *visible]))
-        if size <= context_size.EARLY_FOLD_RATIO * turn.context_window:
+        if size <= self.policy.early_fold_share * turn.context_window:
             return None, 0
         budget = int(context_size.TARGET_RATIO * turn.context_window) - turn.fixed_tokens
         start = raw_window_start(
@@ -291,7 +265,7 @@ class TurnPlanner:
         send_summary, raw_gap, rows = choices[0]
 
         def fits(send: bool, raw, kept) -> bool:
-            limit = context_size.EARLY_FOLD_RATIO * turn.context_window
+            limit = self.policy.early_fold_share * turn.context_window
             return self.request_tokens(turn, state.summary if send else "", [*raw, *kept]) <= limit
 
         if turn.context_window:

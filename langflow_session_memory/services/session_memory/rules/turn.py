@@ -26,8 +26,7 @@ class Turn:
     tracing handlers (Langflow's tracing service), which see the turn's fold calls as runs.
     ``model_server``: where the Agent's model is served (None: the provider's default endpoint);
     ``waits_for_folds``: the turn first waits for the folds running there, which would compete
-    with it for that server (:func:`settings.new_turn_waits_for_folds`). ``waiting_tokens``: the
-    operator's budget for raw messages waiting to be folded (None: :func:`context_size.waiting_budget`'s).
+    with it for that server (:func:`settings.new_turn_waits_for_folds`).
     """
 
     key: SessionKey
@@ -40,7 +39,6 @@ class Turn:
     tracing: tuple = ()
     model_server: str | None = None
     waits_for_folds: bool = False
-    waiting_tokens: int | None = None
 
 
 class Mode(Enum):

@@ -23,6 +23,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory.rules import context_size, usage
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 
 # Langflow's remediation registry is imported by the functions that call a model:
@@ -33,7 +34,6 @@ SUMMARY_WORD_LIMIT = 300
 FOLD_RUN_TAG = "session_memory_fold"  # the name and tag of a fold's run in traces
 # 300 words of notes take about 2,000 characters; a few huge "words" must not pass the word cap.
 SUMMARY_CHARACTER_LIMIT = 4_000
-FOLD_TIMEOUT_SECONDS = 60.0
 SECTION_HEADINGS = ("Key facts", "Conversation so far")
 # A pasted log or a tool dump must not make the fold request itself overflow the context.
 MAX_CHARACTERS_PER_MESSAGE = 4000
@@ -456,7 +456,7 @@ async def fold(
     llm: BaseChatModel,
     previous_summary: str,
     batch: Sequence[ChatLine],
-    timeout_seconds: float = FOLD_TIMEOUT_SECONDS,
+    timeout_seconds: float = DEFAULT_POLICY.fold_timeout_seconds,
     provider: str | None = None,
     context_window: int | None = None,
     tracing: Sequence = (),
