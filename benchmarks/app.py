@@ -95,11 +95,9 @@ class LangflowApp:
         """
         import asyncio
 
-        from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
+        from langflow_session_memory.testing.folds import settle_folds
 
-        background = get_session_memory_service().background
-        if background.loop is not None:
-            asyncio.run_coroutine_threadsafe(background.settled(), background.loop).result(timeout=SETTLE_TIMEOUT_S)
+        self.http.portal.call(lambda: asyncio.wait_for(settle_folds(), SETTLE_TIMEOUT_S))
 
     def last_answer(self, session_id: str) -> tuple[str, dict]:
         """The Agent's last stored message in the session: its text and the usage Langflow stored with it."""

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from benchmarks import conversation
 from benchmarks.history import p95
 from benchmarks.inprocess import FOLD_EVENT, AgentConfig, GraphAgent, Runtime, run_with_langflow
-from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.testing.fake_openai import FakeModelConfig
+from langflow_session_memory.testing.folds import settle_folds
 
 N_MESSAGES = 10
 
@@ -72,7 +72,7 @@ async def measure(runtime: Runtime, turns: int) -> list[LatencySeries]:
             logged = await runtime.log.events(FOLD_EVENT)
             fold_events += logged
             folds[index].append(sum(1 for e in logged if e.get("mode") == "inline" and _of(e, session_id)))
-    await get_session_memory_service().background.settled()
+    await settle_folds()
     fold_events += await runtime.log.events(FOLD_EVENT)
     return [
         LatencySeries(

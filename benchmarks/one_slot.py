@@ -34,9 +34,9 @@ from lfx.io import Output, StrInput
 
 from benchmarks.history import p95
 from benchmarks.inprocess import FOLD_EVENT, PROBLEM_EVENTS, AgentConfig, GraphAgent, Runtime, run_with_langflow
-from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.services.session_memory.settings import WAIT_FOR_FOLDS_VARIABLE
 from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
+from langflow_session_memory.testing.folds import settle_folds
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 REPORT = "one-slot.md"
@@ -130,7 +130,7 @@ async def _session(runtime: Runtime, option: Option, turns: int, summary_server)
             started = time.perf_counter()
             await agent.turn(session_id, text)
             series.turn_s.append(time.perf_counter() - started)
-        await get_session_memory_service().background.settled()
+        await settle_folds()
     finally:
         if saved is None:
             os.environ.pop(WAIT_FOR_FOLDS_VARIABLE, None)

@@ -3,12 +3,14 @@
 Start-up costs 15-40 s, so callers start one app per backend and module at most.
 """
 
+import asyncio
 import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
@@ -104,12 +106,27 @@ def running_langflow(
             yield client
 
 
+@dataclass(frozen=True)
+class ServedLangflow:
+    """A Langflow served over HTTP from a thread of this process: its address, and its event loop."""
+
+    address: str
+    loop: asyncio.AbstractEventLoop
+
+    def call(self, make: Callable[[], Awaitable]):
+        """Run ``make()`` on the app's event loop (where its components and folds run) and return its result."""
+        return asyncio.run_coroutine_threadsafe(make(), self.loop).result()
+
+
 @contextmanager
-def serving_langflow(url: str, home: Path, *, log_file: Path, model_base_url: str | None = None) -> Iterator[str]:
-    """Langflow with its UI (``setup_app``, as ``langflow run`` builds it) served over HTTP; yields its address.
+def serving_langflow(
+    url: str, home: Path, *, log_file: Path, model_base_url: str | None = None
+) -> Iterator[ServedLangflow]:
+    """Langflow with its UI (``setup_app``, as ``langflow run`` builds it) served over HTTP.
 
     A browser needs a real socket, which ``TestClient`` does not open: uvicorn serves the app
-    from a thread of this process, on a free port of 127.0.0.1, until the block ends.
+    from a thread of this process, on its own event loop, on a free port of 127.0.0.1, until the
+    block ends.
     """
     one_app_at_a_time()
     with langflow_settings(url, home, log_file=log_file, model_base_url=model_base_url):
@@ -117,7 +134,10 @@ def serving_langflow(url: str, home: Path, *, log_file: Path, model_base_url: st
 
         listening = socket.create_server(("127.0.0.1", 0))
         server = uvicorn.Server(uvicorn.Config(setup_app(), log_level="warning"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True, name="langflow-ui")
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(
+            target=loop.run_until_complete, args=(server.serve(sockets=[listening]),), daemon=True, name="langflow-ui"
+        )
         thread.start()
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
@@ -125,11 +145,13 @@ def serving_langflow(url: str, home: Path, *, log_file: Path, model_base_url: st
                 if not thread.is_alive() or time.monotonic() > deadline:
                     raise RuntimeError(f"Langflow did not start within {START_TIMEOUT_S} s; see {log_file}")
                 time.sleep(0.1)
-            yield f"http://127.0.0.1:{listening.getsockname()[1]}"
+            yield ServedLangflow(address=f"http://127.0.0.1:{listening.getsockname()[1]}", loop=loop)
         finally:
             server.should_exit = True
             thread.join(timeout=STOP_TIMEOUT_S)
             listening.close()
+            if not thread.is_alive():
+                loop.close()
 
 
 class LangflowLog:

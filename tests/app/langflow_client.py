@@ -5,6 +5,7 @@ import copy
 import json
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ from sqlalchemy import Column, Connection, Integer, MetaData, Table, Text, Uuid,
 from sqlmodel.sql.sqltypes import UTCDateTime
 
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.testing.folds import settle_folds
 from tests.app.langflow_app import (
     MIGRATED_EVENT,
     LangflowLog,
@@ -56,8 +58,12 @@ SETTLE_TIMEOUT_S = 120  # longer than any fold a test makes (three batches of th
 
 
 class LangflowClient:
-    def __init__(self, client, *, url: str, backend: str, log_file: str):
+    """A logged-in client of a running Langflow: ``client`` is its ``TestClient``, or an ``httpx.Client`` on a
+    served Langflow with ``on_app_loop`` (:meth:`ServedLangflow.call`) to run code on the app's event loop."""
+
+    def __init__(self, client, *, url: str, backend: str, log_file: str, on_app_loop: Callable | None = None):
         self.http = client
+        self._on_app_loop = on_app_loop or client.portal.call
         self.url = url
         self.log_file = Path(log_file)
         self.backend = backend
@@ -184,10 +190,11 @@ class LangflowClient:
 
         Tests of what a turn leaves behind call this; tests of a turn during a fold do not.
         """
-        from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
+        self.on_app_loop(lambda: asyncio.wait_for(settle_folds(), SETTLE_TIMEOUT_S))
 
-        background = get_session_memory_service().background
-        asyncio.run_coroutine_threadsafe(background.settled(), background.loop).result(timeout=SETTLE_TIMEOUT_S)
+    def on_app_loop(self, make: Callable[[], Awaitable]):
+        """Run ``make()`` where Langflow runs a flow's components (on the app's event loop, with its database)."""
+        return self._on_app_loop(make)
 
     def wait_for_fold_claim(self, session_id: str, *, timeout: float = 20.0) -> None:
         """Wait until a fold of ``session_id`` holds its claim: the model is being asked for the summary."""

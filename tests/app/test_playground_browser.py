@@ -77,10 +77,11 @@ def langflow_ui(fake_model, tmp_path_factory):
     asyncio.run(runner.upgrade(url))
     log_file = shared_log_file(tmp_path_factory)
     with (
-        serving_langflow(url, home, log_file=log_file, model_base_url=fake_model.base_url) as address,
-        httpx.Client(base_url=address, timeout=60) as http,
+        serving_langflow(url, home, log_file=log_file, model_base_url=fake_model.base_url) as served,
+        httpx.Client(base_url=served.address, timeout=60) as http,
     ):
-        yield address, LangflowClient(http, url=url, backend="sqlite", log_file=str(log_file))
+        client = LangflowClient(http, url=url, backend="sqlite", log_file=str(log_file), on_app_loop=served.call)
+        yield served.address, client
 
 
 @pytest.fixture

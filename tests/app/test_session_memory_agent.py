@@ -1,6 +1,5 @@
 """The Session Memory Agent through the real Langflow app and its /api/v1 endpoints."""
 
-import asyncio
 import importlib.util
 import json
 import uuid
@@ -13,7 +12,6 @@ import langflow_session_memory
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
-from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 
 FACT = "Our project is PRJ-123 on the EU cluster."
 QUESTION = "Which cluster and project were we on?"
@@ -194,12 +192,6 @@ def load_component_class():
     return module.SessionMemoryAgentComponent
 
 
-def on_the_servers_loop(coroutine):
-    """Run ``coroutine`` where Langflow runs a flow's components: on the app's event loop, with its database."""
-    loop = get_session_memory_service().background.loop
-    return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=60)
-
-
 def test_an_agent_built_without_init_reads_the_stock_history_and_never_tries_memory(langflow):
     """Built as Langflow's own Agent tests build one (no ``__init__``: the switch never set), on a folded session."""
     session_id = f"bare-{uuid.uuid4()}"
@@ -213,8 +205,8 @@ def test_an_agent_built_without_init_reads_the_stock_history_and_never_tries_mem
         return agent
 
     log_start = len(langflow.log_lines())
-    ours = on_the_servers_loop(bare(load_component_class()).get_memory_data())
-    stock = on_the_servers_loop(bare(AgentComponent).get_memory_data())
+    ours = langflow.on_app_loop(bare(load_component_class()).get_memory_data)
+    stock = langflow.on_app_loop(bare(AgentComponent).get_memory_data)
 
     assert [m.text for m in stock][-2:] == ["Turn 11: note code CODE-11.", "OK: Turn 11: note code CODE-11."]
     assert [(m.sender, m.text) for m in ours] == [(m.sender, m.text) for m in stock]

@@ -1,7 +1,5 @@
 """The "Session Memory Chat" starter flow through the real app: among Langflow's templates, and it remembers."""
 
-import asyncio
-
 from langflow_session_memory.starter_flow import install_starter_flow, saved_flow
 from tests.app.test_session_memory_agent import FACT, QUESTION, talk
 
@@ -59,16 +57,8 @@ def test_a_flow_made_from_the_starter_answers_from_its_notes(langflow):
 
 
 def test_another_start_refreshes_the_starter_instead_of_adding_a_second(langflow):
-    loop = _server_loop()
-    assert asyncio.run_coroutine_threadsafe(install_starter_flow(), loop).result(timeout=60) == "updated"
+    assert langflow.on_app_loop(install_starter_flow) == "updated"
     assert langflow.sql("SELECT count(*) FROM flow WHERE name = :n AND user_id IS NULL", n=STARTER_NAME) == [(1,)]
     starter_id = saved_flow()["id"]
     stored = langflow.sql("SELECT id FROM flow WHERE name = :n AND user_id IS NULL", n=STARTER_NAME)
     assert [str(row[0]).replace("-", "") for row in stored] == [starter_id.replace("-", "")]
-
-
-def _server_loop():
-    """The app's event loop (the background folds run on it), where Langflow's database session lives."""
-    from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
-
-    return get_session_memory_service().background.loop

@@ -8,6 +8,7 @@ from langflow_session_memory.services.session_memory.folding.background import B
 from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.testing.folds import running_folds, settle_folds
 from tests.chat import ScriptedChatModel
 from tests.services.test_service import WINDOW, delete_state_rows, row, seed, texts
 
@@ -118,7 +119,7 @@ async def test_shutdown_cancels_a_fold_in_flight_and_releases_its_claim(service,
     await folds.close(grace_seconds=5)
 
     state = await row(sessions, key)
-    assert (folds.running(), state.fold_claimed_until, state.summary, state.version) == (0, None, "", 0)
+    assert (len(running_folds()), state.fold_claimed_until, state.summary, state.version) == (0, None, "", 0)
     assert not folds.available()
     assert any(
         log["event"].startswith("session_summary_background_stopped cancelled=1 stuck=0") for log in captured_logs
@@ -158,7 +159,7 @@ async def test_on_a_self_hosted_server_a_new_turn_waits_for_the_fold_there_and_s
     assert (await row(sessions, key)).folded_count == 20  # the fold landed, none lost
     assert history.summary  # and the turn sends the notes it wrote
     assert not history.fold_due
-    assert service.background.running() == 1  # another server's fold was not waited for
+    assert len(running_folds()) == 1  # another server's fold was not waited for
     [waited] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold_waited")]
     assert " folds=1 still_running=0" in waited
     other_server.set()
@@ -200,9 +201,9 @@ async def test_on_a_hosted_provider_a_new_turn_leaves_its_session_s_fold_running
     hosted = Turn(key, WINDOW, rows[-1].id, model_server="https://api.openai.com/v1", waits_for_folds=False)
     await service.build_history(hosted, ScriptedChatModel())  # served at once
 
-    assert service.background.running() == 1
+    assert len(running_folds()) == 1
     gate.set()
-    await service.background.settled()
+    await settle_folds()
     assert (await row(sessions, key)).folded_count == 20  # the fold went on and landed
     assert not any(log["event"].startswith("session_summary_fold_waited") for log in captured_logs)
     await service.background.close()
@@ -217,7 +218,7 @@ async def test_folds_are_bounded_per_process_and_deferred_beyond(key, captured_l
     assert not folds.start(other, gate.wait)
     assert any(log["event"].startswith("session_summary_fold_deferred reason=busy") for log in captured_logs)
     gate.set()
-    await folds.settled()
+    await settle_folds()
     assert folds.start(other, gate.wait)
     await folds.close()
 
@@ -234,7 +235,7 @@ async def test_a_failing_background_fold_is_logged_without_text(service, session
     secret = ScriptedChatModel(script=[RuntimeError("the secret customer name")])
 
     assert service.background.start(key, lambda: service.fold_after_turn(turn, secret))
-    await service.background.settled()
+    await settle_folds()
 
     failures = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold_failed")]
     assert len(failures) == 1

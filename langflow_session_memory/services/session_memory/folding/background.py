@@ -20,6 +20,7 @@ from langflow_session_memory.services.session_memory.storage.model import Sessio
 
 MAX_BACKGROUND_FOLDS = 16
 SHUTDOWN_GRACE_SECONDS = 5.0
+FOLD_TASK_NAME = "session-memory-fold"  # each fold's task, as tracebacks and ``asyncio.all_tasks`` name it
 
 
 @dataclass
@@ -35,20 +36,12 @@ class BackgroundFolds:
         """Run folds on the current event loop from now on: the server's, for its whole life."""
         self._loop = asyncio.get_running_loop()
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        """The server loop the folds run on; None while closed."""
-        return self._loop
-
     def available(self) -> bool:
         """Whether a fold started now would run after the answer: called on the open server loop."""
         try:
             return self._loop is not None and asyncio.get_running_loop() is self._loop
         except RuntimeError:
             return False
-
-    def running(self) -> int:
-        return len(self._running)
 
     def start(self, key: SessionKey, fold: Callable[[], Awaitable[None]], server: str | None = None) -> bool:
         """Start ``fold`` for ``key`` unless one runs for it already or the process has ``limit`` running.
@@ -65,7 +58,7 @@ class BackgroundFolds:
         if len(self._running) >= self.limit:
             logger.info(f"session_summary_fold_deferred reason=busy running={len(self._running)}")
             return False
-        task = asyncio.get_running_loop().create_task(fold(), name="session-memory-fold")
+        task = asyncio.get_running_loop().create_task(fold(), name=FOLD_TASK_NAME)
         self._running[key], self._servers[key] = task, server
         task.add_done_callback(lambda _task: (self._running.pop(key, None), self._servers.pop(key, None)))
         return True
@@ -88,11 +81,6 @@ class BackgroundFolds:
         await logger.ainfo(
             f"session_summary_fold_waited waited_ms={waited_ms} folds={len(tasks)} still_running={len(running)}"
         )
-
-    async def settled(self) -> None:
-        """Wait until no fold runs: for a caller that must see every fold's result (tests, benchmarks)."""
-        while self._running:
-            await asyncio.wait(list(self._running.values()))
 
     async def close(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop taking folds and cancel the running ones; each releases its claim as it ends."""
