@@ -9,7 +9,7 @@ OpenAI (the requests as the OpenAI route received them; OpenAI's automatic cachi
 * ``as sent``: the requests unchanged (the eval's own figures, by another path).
 * ``folds reuse the chat prefix``: each fold request is the session's previous chat request, the answer that
   followed it and the fold instructions at the end (Anthropic's advice for compaction), instead of the
-  instructions, the notes and the batch on their own.
+  instructions, the summary and the batch on their own.
 
 Anthropic (the requests as the Messages API received them, ``record["wire"]``; Anthropic's breakpoints, the
 model's own minimum), each with its breakpoints taken off and set again:
@@ -18,7 +18,7 @@ model's own minimum), each with its breakpoints taken off and set again:
 * ``last block only``: the top-level ``cache_control`` (Anthropic's automatic caching) alone.
 * ``LangChain's middleware``: what ``AnthropicPromptCachingMiddleware`` marks: the last tool, the system prompt
   and the top-level ``cache_control``.
-* ``LangChain's middleware + notes``: that and the notes message (``prompt_caching.NotesBreakpoint``): what the
+* ``LangChain's middleware + summary``: that and the summary's message (``prompt_caching.SummaryBreakpoint``): what the
   Session Memory Agent sends with the switch on.
 
 Token units are the bundled server's (``fake_openai.serialized_prompt``, ``estimate_prompt_tokens``; on the
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from langflow_session_memory.services.session_memory.agent.prompt_caching import CACHE_CONTROL
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
-from langflow_session_memory.services.session_memory.summary.summarizer import SUMMARY_INSTRUCTIONS
+from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
 from langflow_session_memory.testing.fake_anthropic import blocks_of, cache_blocks
 from langflow_session_memory.testing.fake_openai import content_text, serialized_prompt
 from langflow_session_memory.testing.prompt_cache import (
@@ -46,7 +46,7 @@ from langflow_session_memory.testing.prompt_cache import (
     openai_request,
 )
 
-NOTES_OPENING = SUMMARY_FRAME.split("{summary}", 1)[0]  # how the notes' message starts
+SUMMARY_OPENING = SUMMARY_FRAME.split("{summary}", 1)[0]  # how the summary's message starts
 
 
 def tool_tokens(body: dict) -> int:
@@ -70,7 +70,7 @@ def openai_replay(records: Iterable[dict]) -> list[InputTokens]:
 
 def folds_reusing_the_chat_prefix(records: Sequence[dict]) -> list[dict]:
     """The session's requests with every fold request rewritten as the previous chat request, then the answer that
-    followed it, then the fold instructions naming how many messages after the notes to fold."""
+    followed it, then the fold instructions naming how many messages after the summary to fold."""
     rewritten, last_chat = [], None
     for record in records:
         if record["kind"] != "summary":
@@ -131,11 +131,11 @@ def langchain_middleware(body: dict) -> dict:
     return body
 
 
-def langchain_middleware_and_notes(body: dict) -> dict:
+def langchain_middleware_and_summary(body: dict) -> dict:
     body = langchain_middleware(body)
     for message in body["messages"]:
         content = blocks_of(message.get("content"))
-        if message.get("role") == "user" and content and content[0].get("text", "").startswith(NOTES_OPENING):
+        if message.get("role") == "user" and content and content[0].get("text", "").startswith(SUMMARY_OPENING):
             message["content"] = [{**content[0], "cache_control": CACHE_CONTROL}, *content[1:]]
             break
     return body
@@ -170,7 +170,7 @@ ANTHROPIC_OPTIONS: dict[str, tuple[Callable[[Sequence[dict]], list[InputTokens]]
         ("no breakpoints", lambda body: body),
         ("last block only", last_block),
         ("LangChain's middleware", langchain_middleware),
-        ("LangChain's middleware + notes", langchain_middleware_and_notes),
+        ("LangChain's middleware + summary", langchain_middleware_and_summary),
     )
 }
 

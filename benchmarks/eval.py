@@ -509,10 +509,10 @@ def targets(results: list[Result]) -> list[str]:
 
 
 STALE_NOTE = (
-    "An answer naming the replaced value comes from notes that kept it: the bundled server answers from the request "
-    "when a sentence there holds the question's key words, and searches only when none does; its summarizer keeps "
-    "the earliest facts once the notes reach 300 words, so a change folded after that never reaches them (a real "
-    "summarizer is asked to correct what a change makes outdated)."
+    "An answer naming the replaced value comes from a summary that kept it: the bundled server answers from the "
+    "request when a sentence there holds the question's key words, and searches only when none does; its fold keeps "
+    "the earliest facts once the summary reaches 300 words, so a change folded after that never reaches them (a real "
+    "model is asked to correct what a change makes outdated)."
 )
 
 
@@ -626,7 +626,7 @@ ANTHROPIC_NOTE = (
     "`cache_control`, at most 4; prefixes from the model's 1,024-token minimum; a 20-block lookback; 5 minutes "
     "after the last use) and reports `cache_read_input_tokens` and `cache_creation_input_tokens` as Anthropic does. "
     "Langflow's stock Agent marks no breakpoint, so nothing is cached and every token is billed in full; with the "
-    "switch on, the Agent marks the last tool definition, the system prompt, the notes and (top-level "
+    "switch on, the Agent marks the last tool definition, the system prompt, the summary and (top-level "
     "`cache_control`) the request's last block (`services/session_memory/agent/prompt_caching.py`). Billed input is "
     "uncached tokens + 0.1 x tokens read + 1.25 x tokens written (Anthropic's 5-minute cache, every model). "
     "Tokens here count the tool definitions as the server does, so they differ slightly from the table above."
@@ -635,8 +635,9 @@ ANTHROPIC_OPTIONS_NOTE = (
     "The same Anthropic sessions replayed with other breakpoints (`benchmarks/cache_options.py`): fold requests "
     "never carry one. *Last block only*: the top-level `cache_control` (Anthropic's automatic caching) alone. "
     "*LangChain's middleware*: what `AnthropicPromptCachingMiddleware` marks (the last tool, the system prompt, the "
-    "last block). *+ notes*: and the notes message, what the switch sends; its replay gives the figures the server "
-    "reported. A breakpoint on a prefix that the next request no longer shares is written at 1.25x and never read."
+    "last block). *+ summary*: and the summary's message, what the switch sends; its replay gives the figures the "
+    "server reported. A breakpoint on a prefix that the next request no longer shares is written at 1.25x and never "
+    "read."
 )
 
 

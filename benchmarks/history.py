@@ -56,7 +56,7 @@ def _no_fold():
 
 async def _seed_session(sessions, length: int):
     """A session of ``length`` messages: (key, message ids in order)."""
-    from langflow_session_memory.services.session_memory.storage.model import SessionKey
+    from langflow_session_memory.services.session_memory.rules.state import SessionKey
 
     key = SessionKey(uuid.uuid4(), uuid.uuid4(), f"history-{length}-{uuid.uuid4()}")
     return key, await _seed(sessions, key, length)
@@ -64,8 +64,8 @@ async def _seed_session(sessions, length: int):
 
 async def _leave_gap(sessions, key, ids: list, gap: int) -> None:
     """Move the summary's cursor so that ``gap`` unfolded messages sit between it and the window."""
+    from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionState
     from langflow_session_memory.services.session_memory.storage import store
-    from langflow_session_memory.services.session_memory.storage.model import Cursor, SessionState
 
     last_folded = len(ids) - N_MESSAGES - gap - 1
     async with sessions.begin() as session:

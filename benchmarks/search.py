@@ -35,8 +35,8 @@ from benchmarks.session_delete import message_row
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.agent.search import keywords
 from langflow_session_memory.services.session_memory.agent.search_tool import find_earlier
+from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
-from langflow_session_memory.services.session_memory.storage.model import SessionKey
 
 N_MESSAGES = 10
 INSERT_CHUNK = 5_000

@@ -23,8 +23,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from benchmarks.databases import postgres_database
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.storage import cleanup, store
-from langflow_session_memory.services.session_memory.storage.model import Cursor, SessionKey, SessionState
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -25,7 +25,7 @@ from langflow_session_memory.operator_database import DatabaseProblem, shown
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
-from langflow_session_memory.services.session_memory.summary import summarizer
+from langflow_session_memory.services.session_memory.summary.validation import word_count
 
 CANNOT = 2
 
@@ -59,7 +59,7 @@ def _list(url: str, arguments) -> int:
     for row in rows:
         print(
             f"{row.session_id}\t{row.context_id}\t{row.owner_id}\t{row.folded_count}\t"
-            f"{summarizer.word_count(row.summary)}\t{row.updated_at.isoformat()}\t"
+            f"{word_count(row.summary)}\t{row.updated_at.isoformat()}\t"
             f"{row.paused_until.isoformat() if row.paused_until else '-'}"
         )
     return 0
@@ -130,8 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("status", parents=[database], help="the revision applied; exit 1 when behind")
     for name, help_text, per_session in (
         ("list", "the flow's sessions that have session memory", False),
-        ("show", "a session's notes and their state", True),
-        ("reset", "forget a session's notes (the next turn folds it again)", True),
+        ("show", "a session's summary and its state", True),
+        ("reset", "forget a session's summary (the next turn folds it again)", True),
     ):
         command = commands.add_parser(name, parents=[database], help=help_text)
         command.add_argument("--flow-id", type=UUID, required=True)

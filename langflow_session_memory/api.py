@@ -4,7 +4,7 @@ Mounted by the plugin under ``/api/v1/session_memory``. A caller reaches only fl
 and, in them, only the rows it owns (its own Playground and API sessions); anything else
 answers 404, so nobody learns that another user's flow or session exists. A database error
 answers 503 with a short reason, never a statement or its parameters. Langflow's own
-authentication accepts the browser's login cookie too, so the notes page (``read_notes``),
+authentication accepts the browser's login cookie too, so the summary page (``read_summary``),
 which the Playground's Session memory step links to, opens in the browser as that user.
 """
 
@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
-from fastapi.responses import PlainTextResponse
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.responses import PlainTextResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from langflow.api.utils.core import CurrentActiveUser
 from langflow.services.database.models.flow.model import Flow
@@ -24,10 +24,11 @@ from sqlalchemy.exc import SQLAlchemyError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND, describe, table_missing
+from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.runtime import langflow_database_session
 from langflow_session_memory.services.session_memory.storage import store
-from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionMemoryState
-from langflow_session_memory.services.session_memory.summary import summarizer
+from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
+from langflow_session_memory.services.session_memory.summary import validation
 
 NOT_FOUND = "No session memory here"
 TABLE_MISSING = f"session memory table missing: run `{MIGRATE_COMMAND}`"
@@ -135,7 +136,7 @@ async def list_sessions(
             session_id=row.session_id,
             context_id=row.context_id,
             folded_count=row.folded_count,
-            words=summarizer.word_count(row.summary),
+            words=validation.word_count(row.summary),
             updated_at=row.updated_at,
             paused_until=row.paused_until,
         )
@@ -147,21 +148,31 @@ async def list_sessions(
 async def get_session(
     flow_id: UUID, session_id: str, user: CurrentActiveUser, session: Database, context_id: ContextQuery = ""
 ) -> SessionMemory:
-    """One session's notes and their state; 404 when it has none."""
+    """One session's summary and its state; 404 when it has none."""
     return _memory(await _row(session, flow_id, user, session_id, context_id))
 
 
-@router.get("/{flow_id}/sessions/{session_id}/notes", response_class=PlainTextResponse)
-async def read_notes(
+@router.get("/{flow_id}/sessions/{session_id}/summary", response_class=PlainTextResponse)
+async def read_summary(
     flow_id: UUID, session_id: str, user: CurrentActiveUser, session: Database, context_id: ContextQuery = ""
 ) -> PlainTextResponse:
-    """The notes as a page to read, linked from the Session memory step; plain text, so nothing in them runs."""
+    """The summary as a page to read, linked from the Session memory step; plain text, so nothing in it runs."""
     row = await _row(session, flow_id, user, session_id, context_id)
     heading = f"Session memory of session {row.session_id}: {row.folded_count} earlier messages"
     return PlainTextResponse(
         f"{heading}, updated {row.updated_at}\n\n{row.summary}\n",
         headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
     )
+
+
+@router.get("/{flow_id}/sessions/{session_id}/notes", include_in_schema=False)
+async def read_summary_at_its_old_address(request: Request) -> RedirectResponse:
+    """Where the summary page was before it took the summary's name: steps stored then still link here.
+
+    A relative address (the sibling ``summary``), so that it holds behind any proxy or path prefix.
+    """
+    query = request.url.query
+    return RedirectResponse(f"summary?{query}" if query else "summary", status_code=308)
 
 
 @router.put("/{flow_id}/sessions/{session_id}", response_model=SessionMemory)
@@ -173,14 +184,14 @@ async def edit_session(
     session: Database,
     context_id: ContextQuery = "",
 ) -> SessionMemory:
-    """Replace the notes (checked as a fold's are: see ``summarizer.validate_edited_summary``); clears a pause.
+    """Replace the summary (checked as a fold's is: see ``validation.validate_edited_summary``); clears a pause.
 
-    The next turn sends them.
+    The next turn sends it.
     """
     row = await _row(session, flow_id, user, session_id, context_id)
     try:
-        summary = summarizer.validate_edited_summary(edit.summary)
-    except summarizer.SummaryRejectedError as error:
+        summary = validation.validate_edited_summary(edit.summary)
+    except validation.SummaryRejectedError as error:
         raise HTTPException(status_code=422, detail=str(error)) from None
     key = SessionKey(flow_id=row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id)
     await store.replace_summary(session, key, summary)
@@ -192,7 +203,7 @@ async def edit_session(
 async def reset_session(
     flow_id: UUID, session_id: str, user: CurrentActiveUser, session: Database, context_id: ContextQuery = ""
 ) -> Response:
-    """Forget the notes: the next turn folds the session again from its start."""
+    """Forget the summary: the next turn folds the session again from its start."""
     await _row(session, flow_id, user, session_id, context_id)
     await store.reset(session, flow_id, owner_id=user.id, session_id=session_id, context_id=context_id)
     await session.commit()

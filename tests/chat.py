@@ -9,7 +9,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langflow.services.database.models.message.model import MessageTable
 from pydantic import Field
 
-from langflow_session_memory.services.session_memory.storage.model import SessionKey
+from langflow_session_memory.services.session_memory.rules.state import SessionKey
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -15,12 +15,13 @@ from langflow_session_memory import operator_database
 from langflow_session_memory.__main__ import main
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.operator_database import CHECKOUT_LABEL, DEFAULT_LABEL, DatabaseProblem, choose_database
+from langflow_session_memory.services.session_memory.rules.state import SessionKey, SessionState
 from langflow_session_memory.services.session_memory.storage import store
-from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME, SessionKey, SessionState
+from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
 from tests.databases import fresh_postgres_database, langflow_schema_database
 
 ROOT = Path(__file__).parent.parent
-NOTES = "Key facts:\n- customer ACME-9\nConversation so far:\n- the user named the customer"
+SUMMARY = "Key facts:\n- customer ACME-9\nConversation so far:\n- the user named the customer"
 FLOW = "00000000-0000-0000-0000-000000000f10"
 
 
@@ -29,7 +30,7 @@ def seed(url: str, *keys: SessionKey) -> None:
         async with langflow_schema_database(url) as sessions, sessions.begin() as session:
             for key in keys:
                 seen = await store.create_if_absent(session, key)
-                await store.compare_and_swap(session, seen, SessionState(key, summary=NOTES, folded_count=20))
+                await store.compare_and_swap(session, seen, SessionState(key, summary=SUMMARY, folded_count=20))
 
     asyncio.run(write())
 

@@ -15,7 +15,7 @@ Answering rules:
       - <first 12 words of each user line, previous summary's lines included>
 
   It is at most 300 words and at most as many words as the summarized text (the two headers always appear);
-  facts are kept first, then the newest conversation lines that still fit. ``verbose_notes`` writes each user line
+  facts are kept first, then the newest conversation lines that still fit. ``verbose_summary`` writes each user line
   whole as "The user wrote: ..." without the source-length cap, as instruct models do with short messages;
   ``heading_style`` writes the headings as ``## Key facts`` (markdown) or ``**Key facts:**`` (bold); ``echo_output``
   answers with the instruction itself, as a weak model parrots its prompt.
@@ -124,9 +124,9 @@ FACT_TOKEN = re.compile(r"\b[A-Z][A-Z0-9]*-\d+\b|\b[A-Z]{2,}\b")
 # The fake's own "OK: ..." acknowledgements would otherwise come back as a fact on the next turn.
 NOT_FACTS = frozenset({"OK"})
 SPEAKER = re.compile(r"^(?:user|human|assistant|ai|machine|system)\s*:\s*", re.IGNORECASE)
-# What a fold request asks for, as any model reads it: updated notes with the two sections.
+# What a fold request asks for, as any model reads it: updated running notes with the two sections.
 FOLD_INSTRUCTION = re.compile(r"\brunning notes\b.*\bKey facts\b.*\bConversation so far\b", re.IGNORECASE | re.DOTALL)
-# The summarizer's own framing around the notes and the transcript; not conversation.
+# The fold request's own framing around the summary and the transcript; not conversation.
 FRAMING = {"Current notes:", "Next messages:", "(none yet)", "Key facts:", "Conversation so far:"}
 USER_SPEAKER = re.compile(r"^(?:user|human)\s*:\s*", re.IGNORECASE)
 BULLET = re.compile(r"^[-*•]\s+")
@@ -171,7 +171,7 @@ class FakeModelConfig:
     reject_temperature_for_reasoning_models: bool = True
     profile: str = "openai"
     echo_output: bool = False
-    verbose_notes: bool = False
+    verbose_summary: bool = False
     heading_style: str = "plain"
     prompt_cache_ttl_s: float = OPENAI_TTL_S
     prompt_tokens_per_s: float | None = None
@@ -296,7 +296,7 @@ def _last_user(messages: list[dict]) -> int | None:
 
 
 def fold_instruction(messages: list[dict]) -> int | None:
-    """The index of the message asking for updated notes (a system message, or the last user message), if any."""
+    """The index of the message asking for an updated summary (a system message, or the last user message), if any."""
     candidates = [i for i, m in enumerate(messages) if m.get("role") in ("system", "developer")]
     if (last_user := _last_user(messages)) is not None:
         candidates.append(last_user)
@@ -352,7 +352,7 @@ def summarize(messages: list[dict], *, verbose: bool = False, heading_style: str
             elif USER_SPEAKER.match(stripped) or (message.get("role") == "user" and not labelled and not section):
                 conversation.append(f"The user wrote: {line}" if verbose else _first_words(line, 12))
 
-    used = 5  # "Key facts:" and "Conversation so far:", which the summarizer's size check allows on top
+    used = 5  # "Key facts:" and "Conversation so far:", which the summary's size check allows on top
     limit = SUMMARY_WORD_LIMIT if verbose else min(SUMMARY_WORD_LIMIT, source_words + used)
     fact_lines = []
     for fact in facts.values():
@@ -839,7 +839,7 @@ def _reply(config: FakeModelConfig, kind: str, messages: list[dict], tools: list
         instruction = fold_instruction(messages) if kind == "summary" else _last_user(messages)
         return Reply(content_text(messages[instruction].get("content")) if instruction is not None else "")
     if kind == "summary":
-        return Reply(summarize(messages, verbose=config.verbose_notes, heading_style=config.heading_style))
+        return Reply(summarize(messages, verbose=config.verbose_summary, heading_style=config.heading_style))
     return chat_reply(messages, tools)
 
 
@@ -996,9 +996,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--profile", choices=sorted(PROFILES), default="openai", help="behave like this server")
     parser.add_argument("--echo-output", action="store_true", help="parrot the instruction, as weak models do")
-    parser.add_argument("--verbose-notes", action="store_true", help="notes longer than short messages they replace")
     parser.add_argument(
-        "--heading-style", choices=sorted(HEADING_STYLES), default="plain", help="how notes write headings"
+        "--verbose-summary", action="store_true", help="summaries longer than the short messages they replace"
+    )
+    parser.add_argument(
+        "--heading-style", choices=sorted(HEADING_STYLES), default="plain", help="how summaries write headings"
     )
     parser.add_argument(
         "--prompt-cache-ttl-s", type=float, default=OPENAI_TTL_S, help="how long an unused cached prefix lives"

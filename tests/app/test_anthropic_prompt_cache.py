@@ -44,13 +44,13 @@ def test_switch_on_marks_breakpoints_and_each_turn_reads_the_one_before_from_cla
     assert {(r["api"], r["status"]) for r in requests} == {("anthropic", 200)}  # no fifth breakpoint refused
     assert folds
     assert all(breakpoints_marked(fold["wire"]) == [] for fold in folds)  # a fold is never read again
-    with_notes = [r for r in chats if r["body"]["messages"][1]["content"].startswith("Notes on the earlier part")]
-    assert with_notes
+    with_summary = [r for r in chats if r["body"]["messages"][1]["content"].startswith("Notes on the earlier part")]
+    assert with_summary
     assert all(
         breakpoints_marked(r["wire"]) == [*TOOLS_SYSTEM_AND_LAST_BLOCK[:2], "message 0", "top level"]
-        for r in with_notes
+        for r in with_summary
     )
-    assert all(breakpoints_marked(r["wire"]) == TOOLS_SYSTEM_AND_LAST_BLOCK for r in chats if r not in with_notes)
+    assert all(breakpoints_marked(r["wire"]) == TOOLS_SYSTEM_AND_LAST_BLOCK for r in chats if r not in with_summary)
     assert any(r["tool_query"] for r in chats)  # a search, and its follow-up, are in the comparison
 
     # Between two folds a turn reads all of the previous turn's first request from the cache (once it is long
@@ -94,7 +94,7 @@ def test_switch_off_sends_claude_exactly_the_stock_agents_requests_without_a_bre
     assert all(breakpoints_marked(wire) == [] for wire in sent[memory_flow])
 
 
-def test_a_claude_turn_refused_as_too_long_is_retried_with_its_new_notes_marked(langflow, fake_model):
+def test_a_claude_turn_refused_as_too_long_is_retried_with_its_new_summary_marked(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=100, model=CLAUDE)
     session_id = f"claude-overflow-{uuid.uuid4()}"
     on = switched_on(agent_id)

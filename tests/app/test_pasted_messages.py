@@ -13,7 +13,7 @@ from tests.app.test_tool_results import answer_of, step_facts
 
 N_MESSAGES = 4
 PASTE = "Here is the log:\n" + "2026-11-30 08:00:00 ERROR worker-7 connection reset by peer (retrying)\n" * 2850
-NOTES_ALLOWANCE = 600  # the notes and their acknowledgement, at most 300 words
+SUMMARY_ALLOWANCE = 600  # the summary and its acknowledgement, at most 300 words
 
 
 def three_pastes() -> list[str]:
@@ -42,7 +42,9 @@ def test_three_pasted_logs_never_make_a_request_larger_than_the_stock_agent_s(la
         langflow, fake_model, memory_flow, {agent_id: {"summarize_older_messages": True}}
     )
 
-    assert all(o <= s + NOTES_ALLOWANCE for o, s in zip(ours, stock, strict=True)), list(zip(ours, stock, strict=True))
+    assert all(o <= s + SUMMARY_ALLOWANCE for o, s in zip(ours, stock, strict=True)), list(
+        zip(ours, stock, strict=True)
+    )
     assert max(ours) < 2 * max(stock)
     folded_early = [step_facts(r).get("folded_early_because") for r in responses if has_step(r)]
     assert any(why and "messages waiting over 32000 tokens" in why for why in folded_early)
@@ -100,7 +102,9 @@ def test_a_llama_cpp_server_with_a_small_window_is_sent_no_more_than_the_stock_a
             script=small_pastes(),
         )
 
-    assert all(o <= s + NOTES_ALLOWANCE for o, s in zip(ours, stock, strict=True)), list(zip(ours, stock, strict=True))
+    assert all(o <= s + SUMMARY_ALLOWANCE for o, s in zip(ours, stock, strict=True)), list(
+        zip(ours, stock, strict=True)
+    )
     assert max(ours) < 8192  # as llama.cpp counts: never an empty stream
     assert answer_of(responses[-1]) == "From our conversation: PRJ-123, EU"
 

@@ -24,7 +24,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.agent.playground import NOTES_KEPT_OUT, STEP_NAME
+from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME, SUMMARY_KEPT_OUT
 from tests.app.langflow_app import serving_langflow, shared_log_file
 from tests.app.langflow_client import LangflowClient
 from tests.app.test_session_memory_agent import FACT, QUESTION, switch_on_in_flow, talk
@@ -42,7 +42,7 @@ UI_TIMEOUT_MS = 30_000
 FILLER_TURNS = 10  # the fact and 10 turns at N=2: messages 1-20 are folded after the last of them
 # The quick start's chat: the fact and 11 more messages at N=4 fold messages 1-20 after the 12th answer.
 QUICK_START_MESSAGES = 11
-EDITED_NOTES = "Key facts:\n- the customer is GLOBEX\nConversation so far:\n- the user named the customer"
+EDITED_SUMMARY = "Key facts:\n- the customer is GLOBEX\nConversation so far:\n- the user named the customer"
 MAKE_RUN_START_TIMEOUT_S = 300  # installing is already done; Langflow's start: 60-90 s on two shared cores
 MAKE_RUN_STOP_TIMEOUT_S = 60
 STARTER_FLOW_LINE = re.compile(r"\[make run\] open the starter flow: (http://\S+/flow/([0-9a-f-]{36}))")
@@ -243,7 +243,7 @@ def make_run(tmp_path):
 
 
 def test_the_readme_quick_start(make_run, page):
-    """`make run`, its address, the chat, the step and its link to the notes; the notes from a terminal; Ctrl-C."""
+    """`make run`, its address, the chat, the step and its link to the summary; the summary from a terminal; Ctrl-C."""
     address, flow_id = make_run.starter_flow()
     assert f"the bundled model server answers on http://127.0.0.2:{make_run.model_port}/v1" in make_run.printed()
     with whole_page_saved_on_failure(page, "quick-start"):
@@ -262,21 +262,21 @@ def test_the_readme_quick_start(make_run, page):
         chat(page, chat_log, QUESTION, "From our conversation: PRJ-123, EU")  # the turn waits for the fold
         step = opened_memory_step(page)  # "open it to see earlier_messages_summarized 20"
         expect(step).to_contain_text("earlier_messages_summarized20")
-        expect(step).not_to_contain_text("PRJ-123")  # the stored answer: counts and a link, never the notes
+        expect(step).not_to_contain_text("PRJ-123")  # the stored answer: counts and a link, never the summary
         page.screenshot(path=SCREENSHOTS / "quick-start-2-session-memory-step.png")
 
         link = step.get_by_role("link", name="read them")  # "the step's read them link opens them in the browser"
-        expect(link).to_have_attribute("href", f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}/notes")
+        expect(link).to_have_attribute("href", f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}/summary")
         link.click()
         expect(page.locator("body")).to_contain_text("Key facts:")
         expect(page.locator("body")).to_contain_text("PRJ-123 on the EU cluster")
-        page.screenshot(path=SCREENSHOTS / "quick-start-3-notes.png")
+        page.screenshot(path=SCREENSHOTS / "quick-start-3-summary.png")
         key = new_api_key(page, address.split("/flow/")[0])
 
     assert "PRJ-123" in memory("memory-show", flow_id, make_run.database_url)
     row = f"{address.split('/flow/')[0]}/api/v1/session_memory/{flow_id}/sessions/{flow_id}"
     with httpx.Client(headers={"x-api-key": key}, timeout=30) as api:
-        api.put(row, json={"summary": EDITED_NOTES}).raise_for_status()
+        api.put(row, json={"summary": EDITED_SUMMARY}).raise_for_status()
         assert "GLOBEX" in api.get(row).json()["summary"]
         assert "reset 1 row(s)" in memory("memory-reset", flow_id, make_run.database_url)
         assert api.get(row).status_code == 404
@@ -302,13 +302,13 @@ def test_the_playground_shows_the_planted_fact_in_the_session_memory_step(langfl
             chat.fill(QUESTION)
             chat.press("Enter")
             live = opened_memory_step(page)
-            expect(live).to_contain_text("PRJ-123")  # the notes, while the answer is being written
+            expect(live).to_contain_text("PRJ-123")  # the summary, while the answer is being written
             expect(live).to_contain_text("earlier_messages_summarized")
             page.screenshot(path=SCREENSHOTS / "session-memory-step-live.png")
         expect(chat_log).to_contain_text("From our conversation:")
 
         open_playground(page, address, flow_id)  # again: now the Playground shows the stored message
         stored = opened_memory_step(page)
-        expect(stored).to_contain_text(NOTES_KEPT_OUT)
+        expect(stored).to_contain_text(SUMMARY_KEPT_OUT)
         expect(stored).not_to_contain_text("PRJ-123")
         page.screenshot(path=SCREENSHOTS / "session-memory-step-stored.png")

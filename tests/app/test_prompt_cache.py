@@ -1,9 +1,9 @@
 """The prompt-cache contract through the real app: the requests the model server received, as JSON.
 
 Between two folds, each turn's first chat request starts with the previous turn's, byte for
-byte: tools, system prompt, notes, acknowledgement, the unfolded messages and the previous
+byte: tools, system prompt, summary, acknowledgement, the unfolded messages and the previous
 input; a search inside a turn only appends to that turn's request. A fold changes the
-request only from the notes on. The bundled server reports what its prompt cache served
+request only from the summary on. The bundled server reports what its prompt cache served
 (``testing/prompt_cache``), as OpenAI does, and the turn reports it.
 """
 
@@ -48,7 +48,7 @@ def test_between_folds_each_turn_s_request_starts_with_the_previous_one_byte_for
         assert json.dumps(current["tools"]) == json.dumps(previous["tools"])
         assert json.dumps(current["messages"][0]) == json.dumps(previous["messages"][0])  # the system prompt
         between = requests[earlier + 1 : later]
-        if any(r["kind"] == "summary" for r in between):  # a fold rewrote the notes
+        if any(r["kind"] == "summary" for r in between):  # a fold rewrote the summary
             continue
         prefix = previous["messages"]
         assert json.dumps(current["messages"][: len(prefix)]) == json.dumps(prefix)

@@ -1,7 +1,7 @@
 """What real servers and real models do, through the real Langflow app, on SQLite and PostgreSQL.
 
 The bundled server plays llama-cpp-python (its ``llama-cpp-python`` profile) and models that echo their prompt,
-head sections their own way or write long notes, each as first seen against a real model (docs/real-model.md).
+head sections their own way or write a long summary, each as first seen against a real model (docs/real-model.md).
 """
 
 import json
@@ -13,7 +13,8 @@ import pytest
 
 from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
 from langflow_session_memory.services.session_memory.settings import WAIT_FOR_FOLDS_VARIABLE
-from langflow_session_memory.services.session_memory.summary.summarizer import FOLD_OUTPUT_TOKENS, SUMMARY_INSTRUCTIONS
+from langflow_session_memory.services.session_memory.summary.model_call import FOLD_OUTPUT_TOKENS
+from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
 
 FACT = "Our project is PRJ-123 on the EU cluster."
 
@@ -52,11 +53,11 @@ def folds(fake_model, since: int) -> list[dict]:
     return [r for r in fake_model.requests()[since:] if r["kind"] == "summary"]
 
 
-def test_the_fold_writes_whole_notes_whatever_the_agent_s_max_tokens(langflow, fake_model):
+def test_the_fold_writes_a_whole_summary_whatever_the_agent_s_max_tokens(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     on = {agent_id: {"summarize_older_messages": True, "max_tokens": 150}}
     session_id, before = new_session(), len(fake_model.requests())
-    with behaving(fake_model, verbose_notes=True):
+    with behaving(fake_model, verbose_summary=True):
         talk(
             langflow,
             flow_id,
@@ -73,7 +74,7 @@ def test_the_fold_writes_whole_notes_whatever_the_agent_s_max_tokens(langflow, f
 
 
 @pytest.mark.expect_log
-def test_notes_that_parrot_the_prompt_are_never_stored_and_the_pause_says_why(langflow, fake_model):
+def test_a_summary_that_parrots_the_prompt_is_never_stored_and_the_pause_says_why(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = new_session()
@@ -103,7 +104,7 @@ def test_a_session_of_short_messages_keeps_folding(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = new_session()
-    with behaving(fake_model, verbose_notes=True):
+    with behaving(fake_model, verbose_summary=True):
         talk(langflow, flow_id, session_id, ["ok"] * 21, on)
     summary, folded_count, _version, paused_until, _error = state(langflow, session_id)
     assert (folded_count, paused_until) == (40, None)

@@ -63,7 +63,7 @@ def test_a_fact_the_summary_dropped_is_found_by_the_tool_and_reaches_the_model(l
     [(summary,)] = langflow.sql("SELECT summary FROM session_memory_state WHERE session_id = :s", s=session_id)
     kept = re.findall(r"VAULT-\d+", summary)
     assert "VAULT-1" in kept
-    assert "VAULT-10" not in kept  # the 300-word cap left the last teams out of the notes
+    assert "VAULT-10" not in kept  # the 300-word cap left the last teams out of the summary
 
     before = len(fake_model.requests())
     response = langflow.run(flow_id, QUESTION, session_id=session_id, tweaks=on)
@@ -126,7 +126,7 @@ def test_the_tool_never_returns_another_sessions_flows_or_users_message(langflow
             (flow_id, uuid.uuid4(), session_id, "User", planted, 5),
         ],
     )
-    with langflow.engine.begin() as connection:  # the fact is folded, and the notes do not hold it
+    with langflow.engine.begin() as connection:  # the fact is folded, and the summary does not hold it
         insert_state_row(
             connection,
             flow_id=flow_id,

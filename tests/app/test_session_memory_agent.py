@@ -84,7 +84,7 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
     events = [json.loads(chunk) for chunk in response.text.split("\n\n") if chunk.strip()]
     chat_events = [event for event in events if event["event"] != "log"]  # "log" is the Agent's own prompt trace
     assert {"add_message", "end"} <= {event["event"] for event in chat_events}
-    for event in chat_events:  # the notes appear only as the "Session memory" step's output, never as chat text
+    for event in chat_events:  # the summary appears only as the "Session memory" step's output, never as chat text
         assert "Key facts" not in json.dumps(without_step_outputs(event))
 
     [(version, folded_count)] = langflow.sql(
@@ -144,7 +144,7 @@ def playground_turn(langflow, flow_id: str, text_: str, session_id: str) -> list
     return [json.loads(line) for line in events.text.splitlines() if line.strip()]
 
 
-def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_notes(langflow, fake_model):
+def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_summary(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     switch_on_in_flow(langflow, flow_id, agent_id)
     session_id = f"step-{uuid.uuid4()}"
@@ -156,17 +156,16 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     steps = [
         step for e in events if e.get("event") == "add_message" for step in memory_steps(e["data"]["content_blocks"])
     ]
-    assert any("PRJ-123" in (step["output"] or "") for step in steps)  # the notes, while the answer is written
+    assert any("PRJ-123" in (step["output"] or "") for step in steps)  # the summary, while the answer is written
     final = steps[-1]
     assert final["tool_input"]["earlier_messages_summarized"] == 20
     assert final["tool_input"]["folded_this_turn"] == 0  # folded after the previous answer
-    assert f"/api/v1/session_memory/{flow_id}/sessions/{session_id}" in final["tool_input"]["notes_api"]
-    notes_page = f"/api/v1/session_memory/{flow_id}/sessions/{session_id}/notes"
+    assert f"/api/v1/session_memory/{flow_id}/sessions/{session_id}" in final["tool_input"]["summary_api"]
+    summary_page = f"/api/v1/session_memory/{flow_id}/sessions/{session_id}/summary"
     kept_out = (  # a link the Playground opens
-        "The notes are not stored with the answer: [read them][notes] (with your Langflow login).\n\n"
-        f"[notes]: {notes_page}"
+        f"The summary is not stored with the answer: [read it][1] (with your Langflow login).\n\n[1]: {summary_page}"
     )
-    assert (final["tool_input"]["notes_page"], final["output"]) == (notes_page, kept_out)
+    assert (final["tool_input"]["summary_page"], final["output"]) == (summary_page, kept_out)
 
     stored = langflow.sql(
         "SELECT text, content_blocks FROM message WHERE session_id = :s AND sender = 'Machine' ORDER BY timestamp",
@@ -180,7 +179,7 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
 
     response = langflow.run(flow_id, "One more thing.", session_id=session_id).json()
     answer = response["outputs"][0]["outputs"][0]["results"]["message"]
-    [step] = memory_steps(answer["content_blocks"])  # the API's answer carries the step too, without notes
+    [step] = memory_steps(answer["content_blocks"])  # the API's answer carries the step too, without the summary
     assert step["output"] == kept_out
 
 

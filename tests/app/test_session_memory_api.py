@@ -79,11 +79,11 @@ def as_the_browser(langflow, path: str, token: str | None = None):
         langflow.http.cookies = saved
 
 
-def test_the_notes_page_opens_with_the_browsers_login_and_shows_the_notes_as_plain_text(langflow):
+def test_the_summary_page_opens_with_the_browsers_login_and_shows_the_summary_as_plain_text(langflow):
     session_id = new_session()
     flow_id, _ = langflow.seeded_folded_session(session_id)
 
-    page = as_the_browser(langflow, f"{API}/{flow_id}/sessions/{session_id}/notes")
+    page = as_the_browser(langflow, f"{API}/{flow_id}/sessions/{session_id}/summary")
 
     assert page.status_code == 200, page.text
     assert page.headers["content-type"] == "text/plain; charset=utf-8"
@@ -92,11 +92,23 @@ def test_the_notes_page_opens_with_the_browsers_login_and_shows_the_notes_as_pla
     assert SEEDED_SUMMARY in page.text
 
 
-def test_the_notes_page_is_404_for_another_users_login_and_refused_without_one(langflow):
+def test_a_link_stored_before_the_page_took_the_summary_s_name_still_opens_it(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+
+    page = as_the_browser(langflow, f"{API}/{flow_id}/sessions/{session_id}/notes?context_id=")
+
+    [moved] = page.history
+    assert (moved.status_code, moved.headers["location"]) == (308, "summary?context_id=")
+    assert page.status_code == 200, page.text
+    assert SEEDED_SUMMARY in page.text
+
+
+def test_the_summary_page_is_404_for_another_users_login_and_refused_without_one(langflow):
     session_id = new_session()
     flow_id, _ = langflow.seeded_folded_session(session_id)
     stranger = Builder(langflow, f"stranger-{uuid.uuid4().hex[:8]}")
-    page = f"{API}/{flow_id}/sessions/{session_id}/notes"
+    page = f"{API}/{flow_id}/sessions/{session_id}/summary"
 
     theirs = as_the_browser(langflow, page, token=stranger.headers["Authorization"].removeprefix("Bearer "))
     nobody = as_the_browser(langflow, page, token="")
@@ -114,7 +126,7 @@ def test_another_user_gets_404_for_every_route(langflow):
     requests = [
         ("GET", f"{API}/{flow_id}/sessions", None),
         ("GET", path, None),
-        ("GET", f"{path}/notes", None),
+        ("GET", f"{path}/summary", None),
         ("PUT", path, {"summary": "Key facts:\n- mine now\nConversation so far:\n- nothing"}),
         ("DELETE", path, None),
     ]
@@ -151,10 +163,10 @@ def test_an_edited_summary_is_what_the_next_turn_sends(langflow, fake_model):
     before = len(fake_model.requests())
     langflow.run(flow_id, "Next one.", session_id=session_id, tweaks={agent_id: {"summarize_older_messages": True}})
     chat = [r for r in fake_model.requests()[before:] if r["kind"] == "chat"][-1]
-    notes = chat["body"]["messages"][1]["content"]
-    assert notes.startswith(SUMMARY_PREFIX)
-    assert "GLOBEX-7" in notes
-    assert "CODE-3" not in notes
+    opening = chat["body"]["messages"][1]["content"]
+    assert opening.startswith(SUMMARY_PREFIX)
+    assert "GLOBEX-7" in opening
+    assert "CODE-3" not in opening
 
 
 def test_a_reset_session_is_folded_again_from_its_start(langflow, fake_model):
@@ -177,7 +189,7 @@ def test_the_routes_are_in_langflows_openapi(langflow):
     paths = langflow.http.get("/openapi.json").json()["paths"]
     assert f"{API}/{{flow_id}}/sessions" in paths
     assert {"get", "put", "delete"} <= set(paths[f"{API}/{{flow_id}}/sessions/{{session_id}}"])
-    assert f"{API}/{{flow_id}}/sessions/{{session_id}}/notes" in paths
+    assert f"{API}/{{flow_id}}/sessions/{{session_id}}/summary" in paths
 
 
 def connect_summary_model(langflow, flow_id: str, agent_id: str, model_name: str) -> None:
@@ -291,7 +303,7 @@ def test_with_the_table_missing_every_route_answers_503_saying_how_to_restore_it
         answers = [
             langflow.http.get(f"{API}/{flow_id}/sessions"),
             langflow.http.get(path),
-            langflow.http.get(f"{path}/notes"),
+            langflow.http.get(f"{path}/summary"),
             langflow.http.put(path, json=edit),
             langflow.http.delete(path),
         ]

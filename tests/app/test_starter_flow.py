@@ -42,7 +42,7 @@ def test_the_starter_is_laid_out_left_to_right(langflow):
     assert nodes["ChatInput"]["x"] < nodes["SessionMemoryAgent"]["x"] < nodes["ChatOutput"]["x"]
 
 
-def test_a_flow_made_from_the_starter_answers_from_its_notes(langflow):
+def test_a_flow_made_from_the_starter_answers_from_its_summary(langflow):
     flow_id = flow_from_template(langflow, starter_template(langflow))
     session_id = flow_id  # the Playground's Default Session
     langflow.run(flow_id, FACT, session_id=session_id)
@@ -51,9 +51,9 @@ def test_a_flow_made_from_the_starter_answers_from_its_notes(langflow):
     answer = langflow.run(flow_id, QUESTION, session_id=session_id).json()
 
     assert "PRJ-123" in answer["outputs"][0]["outputs"][0]["results"]["message"]["text"]
-    notes = langflow.http.get(f"/api/v1/session_memory/{flow_id}/sessions/{session_id}").raise_for_status().json()
-    assert notes["folded_count"] == 20
-    assert "PRJ-123" in notes["summary"]
+    row = langflow.http.get(f"/api/v1/session_memory/{flow_id}/sessions/{session_id}").raise_for_status().json()
+    assert row["folded_count"] == 20
+    assert "PRJ-123" in row["summary"]
 
 
 def test_another_start_refreshes_the_starter_instead_of_adding_a_second(langflow):

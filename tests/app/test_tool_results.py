@@ -51,7 +51,7 @@ OWNER = tool_component("BuildOwner", "read_build_owner", "team", f'"{OWNER_HEAD}
 
 
 def turn(langflow, fake_model, *, memory: bool, question: str, model=MODEL, declared: bool = False, **server):
-    """One turn on a fresh flow with both tools, after 12 seeded turns (notes on 20 of them, N=2 raw)."""
+    """One turn on a fresh flow with both tools, after 12 seeded turns (a summary of 20 of them, N=2 raw)."""
     session_id = f"tools-{uuid.uuid4()}"
     flow_id, agent_id = langflow.seeded_folded_session(session_id, tools=(BUILD_LOG, OWNER), model=model)
     tweaks = {agent_id: {"summarize_older_messages": memory}}
@@ -121,7 +121,7 @@ def test_a_200_kb_tool_result_on_a_16k_window_is_answered_from_its_head(langflow
     assert facts["retried_after_too_long"] is not declared
     before, after = (int(n) for n in facts["tool_result_tokens"].split(" -> "))
     assert before > 50_000 > WINDOW > after
-    assert facts["history_left_out"] == 4  # the 4 unfolded messages (gap and window, sent raw); the notes stay
+    assert facts["history_left_out"] == 4  # the 4 unfolded messages (gap and window, sent raw); the summary stays
     full = json.dumps(ours.json())
     assert full.count("cc -c src/module_") >= 3600  # the whole result is in the Agent's stored step
 

@@ -2,21 +2,21 @@
 
 from benchmarks.cache_options import (
     ANTHROPIC_OPTIONS,
-    NOTES_OPENING,
     OPENAI_OPTIONS,
+    SUMMARY_OPENING,
     anthropic_replay,
     billed,
     folds_reusing_the_chat_prefix,
-    langchain_middleware_and_notes,
+    langchain_middleware_and_summary,
     openai_replay,
     option_ratios,
     without_breakpoints,
 )
-from langflow_session_memory.services.session_memory.summary.summarizer import SUMMARY_INSTRUCTIONS
+from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
 from langflow_session_memory.testing.fake_anthropic import breakpoints_marked
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant. " * 200}  # about 1,500 tokens
-NOTES = {"role": "user", "content": NOTES_OPENING + "Key facts:\n- PRJ-123\nConversation so far:\n- greetings"}
+SUMMARY = {"role": "user", "content": SUMMARY_OPENING + "Key facts:\n- PRJ-123\nConversation so far:\n- greetings"}
 
 
 def chat(ts: float, *messages: dict) -> dict:
@@ -65,19 +65,19 @@ def claude(ts: float, *messages: dict, kind: str = "chat") -> dict:
     return {"kind": kind, "ts": ts, "wire": wire}
 
 
-def test_the_switch_s_breakpoints_are_the_last_tool_the_system_prompt_the_notes_and_the_last_block():
-    sent = langchain_middleware_and_notes(claude(0, NOTES, QUESTION)["wire"])
+def test_the_switch_s_breakpoints_are_the_last_tool_the_system_prompt_the_summary_and_the_last_block():
+    sent = langchain_middleware_and_summary(claude(0, SUMMARY, QUESTION)["wire"])
 
     assert breakpoints_marked(sent) == ["tool search_earlier_messages", "system", "message 0", "top level"]
     assert breakpoints_marked(without_breakpoints(sent)) == []
 
 
 def test_without_breakpoints_anthropic_caches_nothing_and_with_them_the_next_turn_reads_the_last_one():
-    records = [claude(0, NOTES, QUESTION), claude(1, NOTES, QUESTION, ANSWER, NEXT)]
+    records = [claude(0, SUMMARY, QUESTION), claude(1, SUMMARY, QUESTION, ANSWER, NEXT)]
     nothing = anthropic_replay(records, lambda body: body)
     assert all(served.cache_read == served.cache_write == 0 for served in nothing)
 
-    first, second = anthropic_replay(records, langchain_middleware_and_notes)
+    first, second = anthropic_replay(records, langchain_middleware_and_summary)
 
     assert (first.cache_read, first.cache_write) == (0, first.total)
     assert second.cache_read == first.total  # the previous request's last block
@@ -87,7 +87,7 @@ def test_without_breakpoints_anthropic_caches_nothing_and_with_them_the_next_tur
 def test_a_fold_request_is_never_marked():
     fold_request = claude(0, {"role": "user", "content": "Current notes: (none yet)"}, kind="summary")
 
-    [served] = anthropic_replay([fold_request, fold_request], langchain_middleware_and_notes)[1:]
+    [served] = anthropic_replay([fold_request, fold_request], langchain_middleware_and_summary)[1:]
 
     assert served.cache_read == served.cache_write == 0
 
@@ -108,4 +108,4 @@ def test_every_option_is_a_ratio_against_the_stock_agent_s_requests_as_sent_at_i
     }
     ratios = option_ratios(ANTHROPIC_OPTIONS, on_claude, "stock")
     assert ratios[("no breakpoints", "anthropic")]["stock"] == 1.0
-    assert ratios[("LangChain's middleware + notes", "anthropic")]["ours"] < 1.0  # the 2nd turn reads the 1st
+    assert ratios[("LangChain's middleware + summary", "anthropic")]["ours"] < 1.0  # the 2nd turn reads the 1st

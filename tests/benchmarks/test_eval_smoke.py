@@ -98,13 +98,13 @@ def test_on_anthropic_the_stock_agent_caches_nothing_and_the_switch_s_breakpoint
         "no breakpoints",
         "last block only",
         "LangChain's middleware",
-        "LangChain's middleware + notes",
+        "LangChain's middleware + summary",
     }
     assert replayed["no breakpoints"][0] == "1.000x"
     # the replay with the switch's own breakpoints gives the figure the server reported
     assert (
         abs(
-            float(replayed["LangChain's middleware + notes"][1].removesuffix("x"))
+            float(replayed["LangChain's middleware + summary"][1].removesuffix("x"))
             - float(search_on[5].removesuffix("x"))
         )
         < 0.01

@@ -4,7 +4,7 @@ One session, turns sent back to back as a user who reads fast sends them: three 
 turns until the first fold is due and past it, a recall question about a fact long out of the window,
 and a question that asks the Agent to search the earlier messages. The stock Agent at the same N runs
 the same script afterwards (not interleaved: on a one-slot server each flow would evict the other's
-cached prompt). What must hold (issue 27): notes are stored and hold the planted facts, the fact is
+cached prompt). What must hold (issue 27): a summary is stored and holds the planted facts, the fact is
 recalled in the answer's text, the search tool is called and its call parsed, no turn fails, at most
 one slow turn per fold, and the median turn with memory is no slower than the stock Agent's.
 Each turn's time and answer go to ``test-artifacts/real-model/instruct.json`` (docs/real-model.md).
@@ -117,7 +117,7 @@ def session(langflow, real_model):
     result = {
         "memory": memory,
         "stock": stock,
-        "notes": summary,
+        "summary": summary,
         "folded_count": folded_count,
         "memory_median_s": statistics.median(turn["seconds"] for turn in timed(memory)),
         "stock_median_s": statistics.median(turn["seconds"] for turn in timed(stock)),
@@ -131,10 +131,10 @@ def test_every_turn_with_memory_answers(session):
     assert [turn["status"] for turn in session["memory"]] == [200] * len(SCRIPT)
 
 
-def test_notes_are_stored_and_hold_the_planted_facts(session):
+def test_a_summary_is_stored_and_holds_the_planted_facts(session):
     assert session["folded_count"] >= 20, "no fold was stored"
-    missing = [fact for fact in PLANTED if fact.lower() not in session["notes"].lower()]
-    assert not missing, f"the notes lack {missing}"
+    missing = [fact for fact in PLANTED if fact.lower() not in session["summary"].lower()]
+    assert not missing, f"the summary lacks {missing}"
 
 
 def test_a_fact_out_of_the_window_is_recalled_in_the_answer(session):

@@ -220,7 +220,7 @@ def run_tests(tests: str, environment: dict[str, str]) -> int:
 
 
 def _summary(report: dict) -> dict:
-    """Each session's turns as (status, seconds), and the report's figures; no answer or notes text."""
+    """Each session's turns as (status, seconds), and the report's figures; no answer or summary text."""
 
     def shown(value):
         value = value.get("turns", value) if isinstance(value, dict) else value

@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
+from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
-from langflow_session_memory.services.session_memory.storage.model import SessionKey
 from tests.chat import START
 
 

@@ -21,10 +21,10 @@ from langflow_session_memory.services.session_memory.agent.hooks import (
 )
 from langflow_session_memory.services.session_memory.agent.playground import memory_step
 from langflow_session_memory.services.session_memory.agent.search_tool import SEARCH_UNAVAILABLE, search_tool
+from langflow_session_memory.services.session_memory.rules.state import SessionState
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.service import History, SessionMemoryService
-from langflow_session_memory.services.session_memory.storage.model import SessionState
 from tests.chat import ScriptedChatModel
 
 MARKER = "PARTIAL-ANSWER-MARKER-4471"
@@ -158,9 +158,9 @@ async def a_turn_of_two_calls(key, captured_logs, usages: list[dict], **fold_cos
     component = agent_with_memory(model, key)
     for question in ("What is in ticket T-1?", "What is in ticket T-1? Tool result: the ticket"):
         await model.ainvoke(question)
-    notes = "Key facts:\n- customer ACME\nConversation so far:\n- greetings"
-    state = SessionState(key=key, summary=notes, folded_count=20, version=1)
-    history = History(messages=[], summary=notes, state=state, **fold_costs)
+    summary = "Key facts:\n- customer ACME\nConversation so far:\n- greetings"
+    state = SessionState(key=key, summary=summary, folded_count=20, version=1)
+    history = History(messages=[], summary=summary, state=state, **fold_costs)
     run_state(component).history = history
     step = memory_step(history, session_id=key.session_id, flow_id=key.flow_id)
     spent = {name: sum(usage[name] for usage in usages) for name in ("input_tokens", "output_tokens", "total_tokens")}

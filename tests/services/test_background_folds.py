@@ -6,7 +6,9 @@ from datetime import timedelta
 
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.testing.folds import running_folds, settle_folds
 from tests.chat import ScriptedChatModel
@@ -65,9 +67,11 @@ async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, se
     assert texts(history) == [HISTORY_START_NOTE, *(r.text for r in rows[-WINDOW:-1])]
 
 
-async def test_only_a_compaction_waits_for_the_fold_elsewhere(service, sessions, key, clock, captured_logs):
+async def test_only_a_compaction_waits_for_the_fold_elsewhere(sessions, key, clock, captured_logs):
+    service = SessionMemoryService(
+        sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.3)
+    )
     _rows, turn = await seed(sessions, key, 61 + WINDOW)
-    service.policy = replace(service.policy, fold_timeout_seconds=0.3)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(
@@ -141,7 +145,7 @@ class GatedModel(ScriptedChatModel):
 LOCAL_SERVER = "http://127.0.0.1:8080/v1"  # llama.cpp on this machine
 
 
-async def test_on_a_self_hosted_server_a_new_turn_waits_for_the_fold_there_and_sends_its_notes(
+async def test_on_a_self_hosted_server_a_new_turn_waits_for_the_fold_there_and_sends_its_summary(
     service, sessions, key, captured_logs
 ):
     rows, turn = await seed(sessions, key, 20 + WINDOW)
@@ -157,7 +161,7 @@ async def test_on_a_self_hosted_server_a_new_turn_waits_for_the_fold_there_and_s
     history = await service.build_history(new_turn, ScriptedChatModel())
 
     assert (await row(sessions, key)).folded_count == 20  # the fold landed, none lost
-    assert history.summary  # and the turn sends the notes it wrote
+    assert history.summary  # and the turn sends the summary it wrote
     assert not history.fold_due
     assert len(running_folds()) == 1  # another server's fold was not waited for
     [waited] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold_waited")]
@@ -166,15 +170,14 @@ async def test_on_a_self_hosted_server_a_new_turn_waits_for_the_fold_there_and_s
     await service.background.close()
 
 
-async def test_a_turn_waits_no_longer_than_the_fold_timeout(service, sessions, key, captured_logs):
-    rows, turn = await seed(sessions, key, 20 + WINDOW)
-    stuck = StuckModel()
+async def test_a_turn_waits_no_longer_than_the_fold_timeout(sessions, clock, key, captured_logs):
+    service = SessionMemoryService(
+        sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.3)
+    )
+    rows, _turn = await seed(sessions, key, 20 + WINDOW)
     service.background.open()
-    assert service.background.start(key, lambda: service.fold_after_turn(turn, stuck), server=LOCAL_SERVER)
-    await asyncio.wait_for(stuck.reached.wait(), timeout=10)
-    service.policy = replace(
-        service.policy, fold_timeout_seconds=0.3
-    )  # for the turn's wait; the fold in flight keeps its own
+    in_flight = asyncio.Event()  # a fold of several batches may run several fold timeouts
+    assert service.background.start(key, in_flight.wait, server=LOCAL_SERVER)
 
     new_turn = Turn(key, WINDOW, rows[-1].id, model_server=LOCAL_SERVER, waits_for_folds=True)
     history = await asyncio.wait_for(service.build_history(new_turn, ScriptedChatModel()), timeout=5)

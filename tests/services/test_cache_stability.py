@@ -1,9 +1,9 @@
 """The prompt-cache contract: between two folds, each turn's request starts with the previous turn's, unchanged.
 
 Providers serve an exact prompt prefix from their cache at a discount (OpenAI from 1,024
-tokens, Anthropic at its breakpoints). The history a turn sends is the notes, then every
+tokens, Anthropic at its breakpoints). The history a turn sends is the summary, then every
 unfolded message in order: it only grows until a fold (or a reset after an edit of a folded
-message) rewrites it from the notes on. Checked here over random sessions on the real
+message) rewrites it from the summary on. Checked here over random sessions on the real
 databases, through the service as the Agent drives it: the input stored first, the history
 built, the answer stored, sometimes the fold after the answer.
 """
@@ -15,15 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langflow.services.database.models.message.model import MessageTable
 
+from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners
-from langflow_session_memory.services.session_memory.storage.model import SessionKey
 from tests.chat import START, ScriptedChatModel, store_rows
 
 # A turn whose answer is read before the next message (its fold lands), one that comes while
-# the fold would still run (none lands), and an edit of a message the notes already cover.
+# the fold would still run (none lands), and an edit of a message the summary already covers.
 STEPS = st.lists(st.sampled_from(["turn_then_fold", "turn", "edit_folded"]), min_size=8, max_size=30)
 
 
@@ -41,7 +41,7 @@ def message(key: SessionKey, index: int, sender: str, text: str) -> MessageTable
 
 
 async def edit_a_folded_message(sessions, key: SessionKey) -> bool:
-    """A user corrects the last message the notes cover: they are dropped (cleanup listener) and refolded."""
+    """A user corrects the last message the summary covers: it is dropped (cleanup listener) and refolded."""
     async with sessions.begin() as session:
         state = await store.load(session, key)
         if state is None or state.cursor is None:
@@ -67,8 +67,8 @@ async def test_between_folds_each_request_starts_with_the_previous_one(sessions,
         turn = Turn(key, n_messages, question.id)
         history = await service.build_history(turn, model)
         request = [(m.sender, m.text) for m in history.messages] + [("User", question.text)]
-        rewrites = len(model.calls) + edits  # every fold asks the model; an edit of a folded message drops the notes
-        if previous is not None and previous[2] == rewrites:  # nothing rewrote the notes since: the prefix holds
+        rewrites = len(model.calls) + edits  # every fold asks the model; an edit of a folded message drops the summary
+        if previous is not None and previous[2] == rewrites:  # nothing rewrote the summary since: the prefix holds
             earlier, earlier_answer, _rewrites = previous
             assert request[: len(earlier)] == earlier
             assert request[len(earlier)] == ("Machine", earlier_answer)

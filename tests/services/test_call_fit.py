@@ -11,7 +11,7 @@ from langchain_openai import ChatOpenAI
 
 from langflow_session_memory.services.session_memory.agent.call_fit_middleware import CallFitMiddleware
 from langflow_session_memory.services.session_memory.rules import context_size
-from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, notes_text
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, summary_text
 from langflow_session_memory.services.session_memory.rules.call_fit import (
     MIN_CLIPPED_TOKENS,
     after_tool,
@@ -26,7 +26,7 @@ from langflow_session_memory.services.session_memory.rules.context_size import C
 from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
 from tests.services.test_overflow_signals import OVERFLOW_TEXTS
 
-NOTES = notes_text("Key facts:\n- The project is PRJ-123 on the EU cluster.\nConversation so far:\n- greetings")
+SUMMARY = summary_text("Key facts:\n- The project is PRJ-123 on the EU cluster.\nConversation so far:\n- greetings")
 HEAD = "Build 4711 failed at step compile."
 HUGE = HEAD + "\n" + "compile: warning W1 in module core\n" * 6000 + "exit status 2"
 
@@ -39,7 +39,7 @@ def history(turns: int) -> list:
     pairs = [
         [HumanMessage(f"Earlier question {i} " * 20), AIMessage(f"Earlier answer {i} " * 20)] for i in range(turns)
     ]
-    return [HumanMessage(NOTES), AIMessage(SUMMARY_ACKNOWLEDGEMENT), *(m for pair in pairs for m in pair)]
+    return [HumanMessage(SUMMARY), AIMessage(SUMMARY_ACKNOWLEDGEMENT), *(m for pair in pairs for m in pair)]
 
 
 def turn(*results: str) -> list:
@@ -52,17 +52,17 @@ def turn(*results: str) -> list:
 
 def test_a_call_that_fits_is_sent_as_it_is():
     messages = [*history(3), *turn("short result")]
-    fitted = fit_call(messages, fixed_tokens=100, limit=10_000, result_cap=1_000, notes=NOTES)
+    fitted = fit_call(messages, fixed_tokens=100, limit=10_000, result_cap=1_000, summary=SUMMARY)
     assert fitted.messages == messages
     assert not fitted.reduction.changed
 
 
 def test_a_huge_newest_result_leaves_out_the_history_then_is_clipped_to_fit_head_and_tail_kept():
     messages = [*history(5), *turn(HUGE)]
-    fitted = fit_call(messages, fixed_tokens=300, limit=4_000, result_cap=400, notes=NOTES)
+    fitted = fit_call(messages, fixed_tokens=300, limit=4_000, result_cap=400, summary=SUMMARY)
 
     assert fitted.size <= 4_000
-    assert fitted.messages[:2] == [HumanMessage(NOTES), AIMessage(SUMMARY_ACKNOWLEDGEMENT)]
+    assert fitted.messages[:2] == [HumanMessage(SUMMARY), AIMessage(SUMMARY_ACKNOWLEDGEMENT)]
     assert fitted.messages[2:4] == messages[12:14]  # the user's message and the tool call, whole
     result = fitted.messages[-1]
     assert result.content.startswith(HEAD)
@@ -76,16 +76,18 @@ def test_a_huge_newest_result_leaves_out_the_history_then_is_clipped_to_fit_head
 
 def test_a_result_already_read_is_clipped_to_its_share_and_the_newest_is_kept_whole():
     read, newest = "r" * 20_000, "n" * 2_000
-    fitted = fit_call([*history(1), *turn(read, newest)], fixed_tokens=0, limit=100_000, result_cap=1_000, notes=NOTES)
+    fitted = fit_call(
+        [*history(1), *turn(read, newest)], fixed_tokens=0, limit=100_000, result_cap=1_000, summary=SUMMARY
+    )
     assert message_tokens(fitted.messages[-3]) <= 1_000 < message_tokens(ToolMessage(content=read, tool_call_id="x"))
     assert fitted.messages[-1].content == newest
     assert fitted.reduction.history_left_out == 0
     assert fitted.reduction.results_clipped == 1
 
 
-def test_without_notes_the_history_is_left_out_whole():
+def test_without_a_summary_the_history_is_left_out_whole():
     messages = [HumanMessage("old " * 3000), AIMessage("old answer"), *turn("r" * 400)]
-    fitted = fit_call(messages, fixed_tokens=0, limit=1_000, result_cap=None, notes=None)
+    fitted = fit_call(messages, fixed_tokens=0, limit=1_000, result_cap=None, summary=None)
     assert fitted.messages[0] == messages[2]  # the user's message opens the call
     assert fitted.reduction.history_left_out == 2
     assert fitted.reduction.results_clipped == 0
@@ -107,7 +109,7 @@ def test_parallel_results_are_clipped_to_one_size_the_small_one_untouched():
         ToolMessage(content="t" * 30_000, tool_call_id="b"),
         ToolMessage(content="Owner: Dana.", tool_call_id="c"),
     ]
-    fitted = fit_call(messages, fixed_tokens=0, limit=6_000, result_cap=None, notes=None)
+    fitted = fit_call(messages, fixed_tokens=0, limit=6_000, result_cap=None, summary=None)
     assert fitted.size <= 6_000
     assert [m.tool_call_id for m in fitted.messages[2:]] == ["a", "b", "c"]
     assert fitted.messages[-1].content == "Owner: Dana."
@@ -123,7 +125,7 @@ def test_fitting_keeps_every_call_with_its_result_and_fits_whenever_the_turn_s_o
     results, earlier, limit, cap
 ):
     messages = [*history(earlier), *turn(*("x" * size for size in results))]
-    fitted = fit_call(messages, fixed_tokens=200, limit=limit, result_cap=cap, notes=NOTES)
+    fitted = fit_call(messages, fixed_tokens=200, limit=limit, result_cap=cap, summary=SUMMARY)
 
     start = len(fitted.messages) - (1 + 2 * len(results))
     kept_turn = fitted.messages[start:]
@@ -195,7 +197,7 @@ async def ask(
         window=window,
         declared_window=declared,
         result_share=0.1,
-        notes=lambda: NOTES,
+        summary=lambda: SUMMARY,
         report=lambda reduction, retry: reports.append((reduction, retry)),
     )
     agent = create_agent(model=llm, tools=[read_build_log], middleware=[fit])

@@ -8,10 +8,10 @@ from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import delete, select, text
 from sqlalchemy.exc import OperationalError
 
+from langflow_session_memory.services.session_memory.rules.state import SessionKey, SessionState
 from langflow_session_memory.services.session_memory.storage import cleanup, store
 from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners, sweep
 from langflow_session_memory.services.session_memory.storage.messages import cursor_of
-from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionState
 from tests.chat import chat_rows, store_rows
 
 

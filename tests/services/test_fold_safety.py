@@ -269,7 +269,7 @@ async def test_roles_alternate_when_the_first_row_sent_is_blank_or_has_no_sender
     history = await folded_turn(service, Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
     sent = [m for m in history.messages if (m.text or "").strip()]
     roles = ["user" if m.sender in ("User", "", None) else "assistant" for m in sent]
-    assert roles[:3] == ["user", "assistant", "user"]  # notes, acknowledgement, the first row lfx sends
+    assert roles[:3] == ["user", "assistant", "user"]  # summary, acknowledgement, the first row lfx sends
 
 
 async def test_after_another_workers_fold_the_early_fold_size_rule_still_applies(sessions, key, clock):

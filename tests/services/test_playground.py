@@ -11,41 +11,41 @@ from langflow_session_memory.services.session_memory.agent.playground import (
     as_markdown,
     kept_out,
     memory_step,
-    notes_paths,
-    store_without_notes,
+    store_without_summary,
+    summary_paths,
     with_turn_facts,
-    without_notes,
+    without_summary,
 )
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 
-NOTES = "Key facts:\n- PRJ-123 on the EU cluster\nConversation so far:\n- the project was named"
+SUMMARY = "Key facts:\n- PRJ-123 on the EU cluster\nConversation so far:\n- the project was named"
 
 
-NOTES_PAGE = "/api/v1/session_memory/f/sessions/s/notes"
-FACTS = {"earlier_messages_summarized": 20, "notes_page": NOTES_PAGE}
-NOTES_KEPT_OUT = kept_out(FACTS)
+SUMMARY_PAGE = "/api/v1/session_memory/f/sessions/s/summary"
+FACTS = {"earlier_messages_summarized": 20, "summary_page": SUMMARY_PAGE}
+SUMMARY_KEPT_OUT = kept_out(FACTS)
 
 
-def step(output=NOTES) -> ToolContent:
+def step(output=SUMMARY) -> ToolContent:
     return ToolContent(name=STEP_NAME, tool_input=FACTS, output=output)
 
 
-def test_the_stored_step_links_to_the_notes_page_in_lines_the_playground_renders_as_markdown():
+def test_the_stored_step_links_to_the_summary_page_in_lines_the_playground_renders_as_markdown():
     flow = session = "765f1ac9-3a29-4c9d-823a-1fcc85fab86e"  # the Default Session's id is the flow's
-    _, page = notes_paths(flow, session, "")
-    text = kept_out({"notes_page": page})
+    _, page = summary_paths(flow, session, "")
+    text = kept_out({"summary_page": page})
     assert text == (
-        f"The notes are not stored with the answer: [read them][notes] (with your Langflow login).\n\n[notes]: {page}"
+        f"The summary is not stored with the answer: [read it][1] (with your Langflow login).\n\n[1]: {page}"
     )
     assert max(len(line) for line in text.splitlines()) <= 120
 
 
-def test_the_notes_paths_quote_the_session_and_name_the_agents_context():
-    row, page = notes_paths("f", "my session/1", "ctx 2")
+def test_the_summary_paths_quote_the_session_and_name_the_agents_context():
+    row, page = summary_paths("f", "my session/1", "ctx 2")
     assert row == "/api/v1/session_memory/f/sessions/my%20session%2F1?context_id=ctx+2"
-    assert page == "/api/v1/session_memory/f/sessions/my%20session%2F1/notes?context_id=ctx+2"
-    assert notes_paths("f", "s", "") == ("/api/v1/session_memory/f/sessions/s", NOTES_PAGE)
+    assert page == "/api/v1/session_memory/f/sessions/my%20session%2F1/summary?context_id=ctx+2"
+    assert summary_paths("f", "s", "") == ("/api/v1/session_memory/f/sessions/s", SUMMARY_PAGE)
 
 
 def answer(*blocks) -> Message:
@@ -63,40 +63,40 @@ def outputs(message: Message) -> list:
     return found
 
 
-def test_the_notes_are_kept_out_of_a_copy_and_the_live_message_keeps_them():
+def test_the_summary_is_kept_out_of_a_copy_and_the_live_message_keeps_it():
     live = answer(step(), TextContent(text="From our conversation: PRJ-123"))
-    handed_on = without_notes(live)
-    assert outputs(handed_on) == [NOTES_KEPT_OUT]
-    assert outputs(live) == [NOTES]
+    handed_on = without_summary(live)
+    assert outputs(handed_on) == [SUMMARY_KEPT_OUT]
+    assert outputs(live) == [SUMMARY]
     assert handed_on.text == live.text == "From our conversation: PRJ-123"
 
 
-def test_a_step_inside_a_group_or_as_a_dict_loses_its_notes_too():
+def test_a_step_inside_a_group_or_as_a_dict_loses_its_summary_too():
     grouped = answer(ContentBlock(title="Agent Steps", contents=[step()]))
     as_dicts = answer(ContentBlock(title="Agent Steps", contents=[step()])).model_dump()["content_blocks"]
-    assert outputs(without_notes(grouped)) == [NOTES_KEPT_OUT]
+    assert outputs(without_summary(grouped)) == [SUMMARY_KEPT_OUT]
     message = answer()
     message.content_blocks = as_dicts
-    assert outputs(without_notes(message)) == [NOTES_KEPT_OUT]
+    assert outputs(without_summary(message)) == [SUMMARY_KEPT_OUT]
 
 
-async def test_a_write_receives_no_notes_and_the_stored_copy_gets_them_back_for_the_live_view():
+async def test_a_write_receives_no_summary_and_the_stored_copy_gets_it_back_for_the_live_view():
     written = []
 
     async def write(message):
         written.append(outputs(message))
-        return answer(step(output=NOTES_KEPT_OUT))
+        return answer(step(output=SUMMARY_KEPT_OUT))
 
-    stored = await store_without_notes(answer(step()), write)
-    assert written == [[NOTES_KEPT_OUT]]
-    assert outputs(stored) == [NOTES]
+    stored = await store_without_summary(answer(step()), write)
+    assert written == [[SUMMARY_KEPT_OUT]]
+    assert outputs(stored) == [SUMMARY]
 
 
 async def test_a_tool_step_added_after_the_first_write_stays_among_the_steps():
     async def write_like_langflow(message):  # astore_message hands back the v1 shape: steps inside a group
-        return answer(ContentBlock(title="Agent Steps", contents=[step(output=NOTES_KEPT_OUT)]))
+        return answer(ContentBlock(title="Agent Steps", contents=[step(output=SUMMARY_KEPT_OUT)]))
 
-    live = await store_without_notes(answer(step()), write_like_langflow)
+    live = await store_without_summary(answer(step()), write_like_langflow)
     live.content_blocks.append(ToolContent(name="search_earlier_messages", tool_input={"query": "code"}))
 
     [group] = render_v1_content_blocks(live.content_blocks)
@@ -105,10 +105,10 @@ async def test_a_tool_step_added_after_the_first_write_stays_among_the_steps():
 
 def test_a_message_without_the_step_is_handed_on_unchanged():
     plain = answer(TextContent(text="hello"))
-    assert without_notes(plain) is plain
+    assert without_summary(plain) is plain
 
 
-def test_a_turn_s_fitted_calls_get_a_step_of_their_own_when_the_session_has_no_notes_yet():
+def test_a_turn_s_fitted_calls_get_a_step_of_their_own_when_the_session_has_no_summary_yet():
     facts = {"calls_fitted_to_window": 1, "tool_results_clipped": 1}
     [step, text] = with_turn_facts(answer(TextContent(text="hello")), facts).content_blocks
     assert (step.name, step.tool_input, step.output) == (STEP_NAME, facts, None)
@@ -118,12 +118,12 @@ def test_a_turn_s_fitted_calls_get_a_step_of_their_own_when_the_session_has_no_n
 
 
 def test_a_section_header_after_a_bullet_starts_its_own_paragraph_in_the_playground():
-    shown = as_markdown(NOTES)
+    shown = as_markdown(SUMMARY)
     assert shown == "Key facts:\n- PRJ-123 on the EU cluster\n\nConversation so far:\n- the project was named"
     assert as_markdown(shown) == shown
 
 
-async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_before_any_notes(
+async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_before_any_summary(
     service, sessions, key, clock
 ):
     rows = await store_rows(sessions, chat_rows(key, 20 + 10))
@@ -139,4 +139,4 @@ async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_bef
     facts = step.tool_input
     assert facts["summaries_paused_until"] == (clock.now + timedelta(minutes=10)).isoformat()
     assert facts["pause_reason"] == "SummaryRejectedError: summary looks like an error text"
-    assert (facts["earlier_messages_summarized"], facts["notes_words"], step.output) == (0, 0, None)
+    assert (facts["earlier_messages_summarized"], facts["summary_words"], step.output) == (0, 0, None)

@@ -10,13 +10,15 @@ from sqlalchemy import delete, event
 
 from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, SUMMARY_FRAME
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
+from langflow_session_memory.services.session_memory.rules.state import SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from langflow_session_memory.services.session_memory.storage import messages, store
-from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionMemoryState, SessionState
-from langflow_session_memory.services.session_memory.summary.summarizer import FOLD_RUN_TAG
+from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
+from langflow_session_memory.services.session_memory.summary.model_call import FOLD_RUN_TAG
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
-from tests.services.test_summarizer import RecordedRuns, cached_answer
+from tests.services.summaries import RecordedRuns, cached_answer
 
 WINDOW = 10
 # Unfolded messages that make a turn fold one batch inside itself: the excess over the two batches it sends raw.
@@ -78,7 +80,7 @@ async def test_a_turn_sends_up_to_two_batches_raw_and_the_answer_s_fold_folds_ev
     assert len(model.calls) == inline_folds
     assert history.folded == 20 * inline_folds
     window = [r.text for r in rows[unfolded:-1]]
-    sent = texts(history)[2:] if inline_folds else texts(history)  # after the notes and their acknowledgement
+    sent = texts(history)[2:] if inline_folds else texts(history)  # after the summary and its acknowledgement
     assert sent == [r.text for r in rows[20 * inline_folds : 20 * inline_folds + raw]] + window
     assert (history.fold_usage.input_tokens, history.fold_usage.output_tokens) == (
         100 * inline_folds,
@@ -288,9 +290,11 @@ async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
     )  # the retry reports the fold
 
 
-async def test_a_retry_after_waiting_for_another_workers_fold_does_not_fold(service, sessions, key, clock):
+async def test_a_retry_after_waiting_for_another_workers_fold_does_not_fold(sessions, key, clock):
+    service = SessionMemoryService(
+        sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.2)
+    )
     _, turn = await seed(sessions, key, INLINE_BATCH + WINDOW)
-    service.policy = replace(service.policy, fold_timeout_seconds=0.2)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(
@@ -389,7 +393,7 @@ async def test_a_turn_without_a_fold_issues_a_constant_number_of_statements(sess
     finally:
         event.remove(engine, "before_cursor_execute", listener)
 
-    assert len(history.messages) == 1 + 5 + WINDOW - 1  # notes (the raw gap opens with a Machine message)
+    assert len(history.messages) == 1 + 5 + WINDOW - 1  # the summary (the raw gap opens with a Machine message)
     assert len(statements) == 1  # window, gap and state row in one SELECT, like the stock window query
     assert statements[0].lstrip().upper().startswith("SELECT")
 

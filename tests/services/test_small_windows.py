@@ -1,6 +1,6 @@
 """Small context windows (a local model's 2,048 to 4,096 tokens), on SQLite and PostgreSQL.
 
-The request a turn sends is estimated whole (instructions, tools, notes, gap, window, input), folded early before
+The request a turn sends is estimated whole (instructions, tools, summary, gap, window, input), folded early before
 it overflows, and never larger than the stock Agent's own when folding cannot help; a history cut short says so in
 the log and still opens with a user message.
 """

@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import func, select
 
+from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.storage import store
-from langflow_session_memory.services.session_memory.storage.model import Cursor, SessionKey, SessionMemoryState
+from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
 
 
 def new_key(**overrides) -> SessionKey:

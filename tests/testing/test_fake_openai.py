@@ -7,7 +7,7 @@ import openai
 import pytest
 from langchain_openai import ChatOpenAI
 
-from langflow_session_memory.services.session_memory.summary.summarizer import SUMMARY_INSTRUCTIONS
+from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
 from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
 
 

@@ -15,7 +15,7 @@ import threading
 import httpx
 import pytest
 
-from langflow_session_memory.services.session_memory.summary.summarizer import ChatLine, fold_request
+from langflow_session_memory.services.session_memory.summary.prompt import ChatLine, fold_request
 from langflow_session_memory.testing.fake_openai import (
     PIECE_FRAMING_TOKENS,
     FakeModelConfig,
@@ -52,12 +52,12 @@ def llama():
 
 def test_a_fold_is_recognised_by_what_the_model_reads_not_by_a_marker(llama):
     assert post(llama, FOLD).json()["choices"][0]["message"]["content"].startswith("Key facts:")
-    notes_in_a_chat = [
+    summary_in_a_chat = [
         {"role": "user", "content": "Notes on the earlier part:\n\nKey facts:\n- x\nConversation so far:\n- y"},
         {"role": "assistant", "content": "Understood."},
         {"role": "user", "content": "Please continue"},
     ]
-    post(llama, notes_in_a_chat)
+    post(llama, summary_in_a_chat)
     assert [record["kind"] for record in llama.requests()] == ["summary", "chat"]
 
 
@@ -179,17 +179,17 @@ def test_echo_mode_parrots_the_fold_instructions():
 
 
 @pytest.mark.parametrize(("style", "first_line"), [("markdown", "## Key facts"), ("bold", "**Key Facts:**")])
-def test_notes_can_be_headed_as_real_models_head_them(style, first_line):
+def test_a_summary_can_be_headed_as_real_models_head_it(style, first_line):
     with run_in_thread(FakeModelConfig(heading_style=style)) as server:
         answer = post(server, FOLD).json()["choices"][0]["message"]["content"]
     assert answer.splitlines()[0] == first_line
 
 
-def test_verbose_notes_are_longer_than_a_batch_of_short_messages():
+def test_verbose_summary_are_longer_than_a_batch_of_short_messages():
     short = [ChatLine("User" if i % 2 == 0 else "AI", "ok") for i in range(20)]
     request = [
         {"role": "system" if m.type == "system" else "user", "content": m.content} for m in fold_request("", short)
     ]
-    with run_in_thread(FakeModelConfig(verbose_notes=True)) as server:
+    with run_in_thread(FakeModelConfig(verbose_summary=True)) as server:
         answer = post(server, request).json()["choices"][0]["message"]["content"]
     assert len(answer.split()) > 20

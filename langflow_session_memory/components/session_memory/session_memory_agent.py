@@ -25,8 +25,8 @@ class SessionMemoryAgentComponent(AgentComponent):
 
     display_name = "Session Memory Agent"
     description = (
-        "Agent that summarizes the messages older than its chat history window into short notes it keeps "
-        "per session (Summarize Older Messages)."
+        "Agent that folds the messages older than its chat history window into a short summary it keeps per "
+        "session (Summarize Older Messages)."
     )
     name = "SessionMemoryAgent"
     icon = "bot"

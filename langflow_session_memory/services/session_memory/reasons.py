@@ -11,12 +11,15 @@ import re
 
 from sqlalchemy.exc import StatementError
 
-from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
-from langflow_session_memory.services.session_memory.summary.summarizer import SummaryRejectedError
+from langflow_session_memory.services.session_memory.rules.state import TABLE_NAME
 
 MIGRATE_COMMAND = "python -m langflow_session_memory migrate"
 # SQLite's and PostgreSQL's wording for a missing table; matched, never logged.
 _TABLE_MISSING = re.compile(rf"no such table: {TABLE_NAME}\b|relation \"{TABLE_NAME}\" does not exist")
+
+
+class CountsOnlyError(ValueError):
+    """An error of ours whose message holds counts and names only, never what users wrote: logged as it is."""
 
 
 def describe(error: BaseException) -> str:
@@ -24,7 +27,7 @@ def describe(error: BaseException) -> str:
 
     A missing ``session_memory_state`` says so, with the command that restores it.
     """
-    if isinstance(error, SummaryRejectedError):
+    if isinstance(error, CountsOnlyError):
         return f"{type(error).__name__}: {error}"
     if isinstance(error, StatementError):
         if table_missing(error):

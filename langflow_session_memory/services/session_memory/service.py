@@ -22,13 +22,14 @@ from langflow_session_memory.services.session_memory.folding.runner import FoldR
 from langflow_session_memory.services.session_memory.rules.assembly import history_messages
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlan, TurnPlanner, Waiting
 from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
+from langflow_session_memory.services.session_memory.rules.state import Reading, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import fold_policy
 from langflow_session_memory.services.session_memory.storage import store
-from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionState, utc_now
-from langflow_session_memory.services.session_memory.storage.reading import Reading, read
-from langflow_session_memory.services.session_memory.summary import summarizer
+from langflow_session_memory.services.session_memory.storage.model import utc_now
+from langflow_session_memory.services.session_memory.storage.reading import read
+from langflow_session_memory.services.session_memory.summary import validation
 
 REMEMBERED_TURNS = 1024
 
@@ -52,29 +53,35 @@ class History:
     waiting: Waiting | None = None
 
 
-@dataclass
 class SessionMemoryService:
-    """Builds an Agent's history; one instance per process (see ``runtime``)."""
+    """Builds an Agent's history; one instance per process (see ``runtime``).
 
-    sessions: SessionFactory
-    clock: Callable[[], datetime] = utc_now
-    policy: FoldPolicy = field(default_factory=fold_policy)
-    background: BackgroundFolds = field(default_factory=BackgroundFolds)
-    _folded_turns: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    The policy is the operator's (``settings.fold_policy``) unless given, fixed for the
+    service's life: the planner and the fold runner are built once, with it.
+    """
+
+    def __init__(
+        self,
+        sessions: SessionFactory,
+        clock: Callable[[], datetime] = utc_now,
+        policy: FoldPolicy | None = None,
+        background: BackgroundFolds | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.planner = TurnPlanner(clock=clock, policy=policy or fold_policy())
+        self.folds = FoldRunner(sessions, self.planner)
+        self.background = background or BackgroundFolds()
+        self._folded_turns: OrderedDict = OrderedDict()
 
     @property
-    def planner(self) -> TurnPlanner:
-        return TurnPlanner(clock=self.clock, policy=self.policy)
-
-    @property
-    def folds(self) -> FoldRunner:
-        return FoldRunner(self.sessions, self.clock, policy=self.policy)
+    def policy(self) -> FoldPolicy:
+        return self.planner.policy
 
     async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
         """The history for ``turn``; folding at most once per turn, even when the Agent retries it.
 
         Where the turn says so (a self-hosted server), the folds still running on its model
-        server are awaited first, at most one fold timeout: the turn then sends the notes they
+        server are awaited first, at most one fold timeout: the turn then sends the summary they
         wrote (see :meth:`BackgroundFolds.wait_for_server`).
         """
         if turn.n_messages > 0 and turn.waits_for_folds:
@@ -101,7 +108,7 @@ class SessionMemoryService:
             plan = self.planner.plan(turn, reading, Mode.AFTER_ANSWER, may_fold=True)
             if not plan.batches:
                 return
-            cost = await self._fold(turn, reading, plan, Mode.AFTER_ANSWER, llm)
+            cost = await self.folds.run(turn, reading.state, plan.batches, Mode.AFTER_ANSWER, llm)
             if cost.usage:
                 async with self.sessions() as session:
                     await store.add_unreported_usage(session, turn.key, cost.usage)
@@ -134,7 +141,7 @@ class SessionMemoryService:
         await _log_plan(turn, plan)
         attempted = bool(plan.batches)
         if attempted:
-            cost = (await self._fold(turn, reading, plan, mode, llm)).plus_tokens(cost)
+            cost = (await self.folds.run(turn, reading.state, plan.batches, mode, llm)).plus_tokens(cost)
             reading = await self._read(turn)
             plan = self.planner.plan(turn, reading, mode, may_fold=False)
         if cost or attempted:  # a retry of this turn neither folds again nor reports these tokens twice
@@ -151,13 +158,6 @@ class SessionMemoryService:
             waiting=waiting,
         )
 
-    async def _fold(self, turn: Turn, reading: Reading, plan: TurnPlan, mode: Mode, llm: BaseChatModel) -> FoldCost:
-        async def replan():
-            fresh = await self._read(turn)
-            return fresh.state, self.planner.plan(turn, fresh, mode, may_fold=True).batches
-
-        return await self.folds.run(turn, reading.state, plan.batches, mode, llm, replan)
-
     async def _read(self, turn: Turn) -> Reading:
         """What :func:`reading.read` reads, with a summary that may be sent.
 
@@ -172,7 +172,7 @@ class SessionMemoryService:
         await self.folds.reset(reading.state, reason=f"summary_invalid detail={problem!r}")
         reading = await read(self.sessions, turn, self.policy.gap_limit)
         if _invalid_summary(reading.state.summary) is not None:  # written again since: leave memory out of this turn
-            raise summarizer.SummaryRejectedError("stored summary is invalid")
+            raise validation.SummaryRejectedError("stored summary is invalid")
         return reading
 
     async def _take_unreported_usage(self, state: SessionState) -> FoldCost:
@@ -229,7 +229,7 @@ def _invalid_summary(summary: str) -> str | None:
     if not summary:
         return None
     try:
-        summarizer.validate_edited_summary(summary)
-    except summarizer.SummaryRejectedError as error:
+        validation.validate_edited_summary(summary)
+    except validation.SummaryRejectedError as error:
         return str(error)
     return None

@@ -95,7 +95,7 @@ def new_turn_waits_for_folds(model_url: str | None, environ: Mapping[str, str] =
     cuts the fold's stream once it waits (the fold is lost), while a cancelled fold keeps
     evaluating its prompt and leaves the turn's cached prompt evicted: each next turn cancelled
     the fold again, 30-42 s a turn instead of 2-3 (docs/real-model.md). Waiting lets the fold land
-    once, and the turn then sends the new notes. A hosted provider serves both at once, so there
+    once, and the turn then sends the new summary. A hosted provider serves both at once, so there
     no turn waits. ``always`` and ``never`` decide for every server.
     """
     if environ.get(RETIRED_CANCEL_VARIABLE, "").strip():

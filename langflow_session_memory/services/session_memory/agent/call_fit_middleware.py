@@ -4,7 +4,7 @@ provider still refuses one as too long, retried once, smaller, in the same turn.
 A LangChain middleware around each model call (lfx's ``_build_middleware``): retrying the call,
 not the Agent's run, runs no tool twice and stores the user's message once. The turn's first
 call is left to :func:`hooks.run_with_context_recovery`, which folds the history into
-new notes before it runs the Agent again (no tool has run yet).
+a new summary before it runs the Agent again (no tool has run yet).
 
 Only ``awrap_model_call``: Langflow runs the Agent's graph asynchronously (``astream_events``).
 """
@@ -29,8 +29,8 @@ class CallFitMiddleware(AgentMiddleware):
 
     ``window``: the window to respect (the builder's Context Window, else the model profile's; None when
     unknown); ``declared_window``: the builder's alone, which decides whether an empty stream is an
-    overflow (a profile's window is a cloud model's, not a local server's). ``notes``: the notes
-    message's text as this run sends it. ``report``: told of every reduction, and whether it was a retry.
+    overflow (a profile's window is a cloud model's, not a local server's). ``summary``: the text of the
+    message carrying the summary as this run sends it. ``report``: told of every reduction, and whether it was a retry.
     """
 
     def __init__(
@@ -39,13 +39,13 @@ class CallFitMiddleware(AgentMiddleware):
         window: int | None,
         declared_window: int | None,
         result_share: float,
-        notes: Callable[[], str | None],
+        summary: Callable[[], str | None],
         report: Callable[[Reduction, bool], None],
     ) -> None:
         self.window = window
         self.declared_window = declared_window
         self.result_share = result_share
-        self.notes = notes
+        self.summary = summary
         self.report = report
 
     async def awrap_model_call(
@@ -85,7 +85,7 @@ class CallFitMiddleware(AgentMiddleware):
     async def _fitted(self, request: ModelRequest, fixed: int, limit: int, *, retry: bool) -> FittedCall:
         result_cap = int(self.result_share * self.window) if self.window else None
         fitted = call_fit.fit_call(
-            request.messages, fixed_tokens=fixed, limit=limit, result_cap=result_cap, notes=self.notes()
+            request.messages, fixed_tokens=fixed, limit=limit, result_cap=result_cap, summary=self.summary()
         )
         reduction = fitted.reduction
         if reduction.changed:

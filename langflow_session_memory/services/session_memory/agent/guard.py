@@ -25,12 +25,12 @@ from langflow_session_memory.services.session_memory.agent.search import TOOL_NA
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import context_size, usage
 from langflow_session_memory.services.session_memory.rules.call_fit import Reduction
+from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.services.session_memory.service import History
 from langflow_session_memory.services.session_memory.settings import new_turn_waits_for_folds
-from langflow_session_memory.services.session_memory.storage.model import SessionKey
 
 # Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
 BUILT_IN_TOOL_TOKENS = 90

@@ -5,7 +5,7 @@ what a run carries are ``guard``'s, the rules the service's. Whatever goes wrong
 Agent gets Langflow's stock history and the turn goes on.
 
 "Prompt too long" at the turn's first model call re-runs the Agent with the history folded
-into new notes (:func:`run_with_context_recovery`): no tool has run yet. Every later call is
+into a new summary (:func:`run_with_context_recovery`): no tool has run yet. Every later call is
 fitted and, if refused, retried by a middleware around the model call
 (``call_fit_middleware``), so no tool runs twice.
 """
@@ -32,12 +32,12 @@ from langflow_session_memory.services.session_memory.agent.guard import (
 from langflow_session_memory.services.session_memory.agent.search_tool import with_search_tool
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import context_size
-from langflow_session_memory.services.session_memory.rules.assembly import notes_text
+from langflow_session_memory.services.session_memory.rules.assembly import summary_text
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import tool_result_share
-from langflow_session_memory.services.session_memory.summary.summarizer import SUMMARY_WORD_LIMIT
+from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_WORD_LIMIT
 
 # The node's help texts, from the policy the service folds by.
 SWITCH_INFO = (
@@ -90,21 +90,21 @@ def agent_model(component, llm):
 def agent_middleware(component, llm, middleware: list) -> list:
     """Langflow's middleware for the Agent, then the fitting of calls after a tool to the window, then the
     prompt-cache breakpoints where the provider caches only what a request marks (Anthropic), so that they
-    mark the request as sent. Both read the notes the run sends at each model call."""
+    mark the request as sent. Both read the summary the run sends at each model call."""
     declared = configured_context_window(component) or None
     fit = CallFitMiddleware(
         window=context_size.context_window(llm, declared),
         declared_window=declared,
         result_share=tool_result_share(),
-        notes=lambda: _notes_sent(component),
+        summary=lambda: _summary_sent(component),
         report=run_state(component).reductions.add,
     )
-    return [*middleware, fit, *prompt_caching.cache_breakpoints(llm, lambda: _notes_sent(component))]
+    return [*middleware, fit, *prompt_caching.cache_breakpoints(llm, lambda: _summary_sent(component))]
 
 
-def _notes_sent(component) -> str | None:
+def _summary_sent(component) -> str | None:
     history = run_state(component).history
-    return notes_text(history.summary) if history is not None and history.summary else None
+    return summary_text(history.summary) if history is not None and history.summary else None
 
 
 async def agent_tools(component, tools):
@@ -140,8 +140,8 @@ def with_memory_step(component, message: Message) -> Message:
 
 
 async def stored_message(message: Message, write: Callable[[Message], Awaitable[Message]]) -> Message:
-    """The message as Langflow stores it: the "Session memory" step without the notes."""
-    return await playground.store_without_notes(message, write)
+    """The message as Langflow stores it: the "Session memory" step without the summary."""
+    return await playground.store_without_summary(message, write)
 
 
 async def finish_turn(component, result: Message) -> Message:
@@ -149,12 +149,12 @@ async def finish_turn(component, result: Message) -> Message:
     and fold what the answer makes due: in the background on a server, awaited here without one.
 
     The answer goes on to the rest of the flow (Chat Output stores it again) with the
-    "Session memory" step's counts only, never the notes.
+    "Session memory" step's counts only, never the summary.
     """
     await _record_call_size(component)
     result = await _add_fold_usage(component, result)
     await _fold_after_answer(component)
-    return playground.without_notes(result)
+    return playground.without_summary(result)
 
 
 async def _fold_after_answer(component) -> None:

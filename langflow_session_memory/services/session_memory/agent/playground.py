@@ -2,12 +2,12 @@
 
 The step is a content block of the Agent's message shaped like a tool step (Langflow shows
 those as collapsible steps, and its v1 rendering keeps them under "Agent Steps"): how many
-earlier messages the notes cover, whether this turn folded, a pause and its reason, and,
-while the answer is being written, the notes themselves as the step's output. A summary is
+earlier messages the summary covers, whether this turn folded, a pause and its reason, and,
+while the answer is being written, the summary itself as the step's output. A summary is
 a copy of what users said, and a copy in a stored message would outlive the deletion of the
-messages it came from: every write of the message stores the step without the notes, and
+messages it came from: every write of the message stores the step without the summary, and
 the answer handed on to the rest of the flow (Chat Output stores it again) carries it
-without them. The stored step links to the notes instead: a page of the REST API (``api.py``)
+without it. The stored step links to the summary instead: a page of the REST API (``api.py``)
 that the browser opens with the user's Langflow login, under the same owner checks.
 """
 
@@ -19,41 +19,41 @@ from lfx.schema.message import Message
 
 STEP_NAME = "Session memory"
 STEP_ICON = "Brain"
-NOTES_KEPT_OUT = "The notes are not stored with the answer"
+SUMMARY_KEPT_OUT = "The summary is not stored with the answer"
 
 
-def notes_paths(flow_id, session_id: str, context_id: str) -> tuple[str, str]:
-    """The API path of the session's row, and of the page that shows its notes (``api.read_notes``)."""
+def summary_paths(flow_id, session_id: str, context_id: str) -> tuple[str, str]:
+    """The API path of the session's row, and of the page that shows its summary (``api.read_summary``)."""
     row = f"/api/v1/session_memory/{flow_id}/sessions/{quote(session_id, safe='')}"
     query = f"?{urlencode({'context_id': context_id})}" if context_id else ""
-    return f"{row}{query}", f"{row}/notes{query}"
+    return f"{row}{query}", f"{row}/summary{query}"
 
 
 def kept_out(facts: dict | None) -> str:
-    """What the stored step shows in place of the notes: a link to them (the path, where a step has none).
+    """What the stored step shows in place of the summary: a link to it (the path, where a step has none).
 
     A reference link, its address on a line of its own: the Playground renders a step's text
     output as Markdown only while no line passes 120 characters (else as a code block, where
-    nothing is a link), and the Default Session's page is 111 characters long.
+    nothing is a link), and the Default Session's page is 113 characters long: the label is one character.
     """
-    page = (facts or {}).get("notes_page")
+    page = (facts or {}).get("summary_page")
     if not page:
-        return f"{NOTES_KEPT_OUT}: GET the path in notes_api."
-    return f"{NOTES_KEPT_OUT}: [read them][notes] (with your Langflow login).\n\n[notes]: {page}"
+        return f"{SUMMARY_KEPT_OUT}: GET the path in summary_api."
+    return f"{SUMMARY_KEPT_OUT}: [read it][1] (with your Langflow login).\n\n[1]: {page}"
 
 
 def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
-    """The step for a turn built with memory; None when there is nothing to show (no notes, no pause)."""
+    """The step for a turn built with memory; None when there is nothing to show (no summary, no pause)."""
     state = history.state
     if state is None or not (history.summary or state.paused_until):
         return None
-    row, page = notes_paths(flow_id, session_id, state.key.context_id)
+    row, page = summary_paths(flow_id, session_id, state.key.context_id)
     facts = {
         "earlier_messages_summarized": state.folded_count,
         "folded_this_turn": history.folded,
-        "notes_words": len(history.summary.split()),
-        "notes_api": f"GET {row}",
-        "notes_page": page,
+        "summary_words": len(history.summary.split()),
+        "summary_api": f"GET {row}",
+        "summary_page": page,
     }
     if history.waiting is not None and history.waiting.messages:
         waiting = history.waiting
@@ -94,21 +94,21 @@ def with_step_facts(message: Message, facts: dict) -> Message:
 
 def with_turn_facts(message: Message, facts: dict) -> Message:
     """The message with ``facts`` on its step, a step made for them when it has none (a turn whose calls were
-    fitted to the window before the session had notes)."""
+    fitted to the window before the session had a summary)."""
     if not facts or any(_steps(message.content_blocks)):
         return with_step_facts(message, facts)
     step = ToolContent(name=STEP_NAME, tool_input=facts, header={"title": STEP_NAME, "icon": STEP_ICON})
     return message.model_copy(update={"content_blocks": [step, *message.content_blocks]})
 
 
-def as_markdown(notes: str) -> str:
-    """The notes as the Playground renders them: a blank line closes a list before a section header.
+def as_markdown(summary: str) -> str:
+    """The summary as the Playground renders it: a blank line closes a list before a section header.
 
     Without it Markdown reads "Conversation so far:" as the continuation of the last
     "Key facts" bullet and draws both on one line.
     """
     lines: list[str] = []
-    for line in notes.splitlines():
+    for line in summary.splitlines():
         if lines and _is_bullet(lines[-1]) and line.strip() and not _is_bullet(line):
             lines.append("")
         lines.append(line)
@@ -141,31 +141,31 @@ def _steps(blocks) -> Iterator:
 
 
 def _kept_out(blocks: list) -> tuple[list, str | None]:
-    """New blocks with our step's notes replaced (copies: queued events still hold the originals), and the notes."""
-    notes, copied = None, []
+    """New blocks with our step's summary replaced (copies: queued events still hold the originals), and the summary."""
+    summary, copied = None, []
     for block in blocks or []:
         output = _field(block, "output")
-        if _is_step(block) and output and not output.startswith(NOTES_KEPT_OUT):
-            notes, block = output, _with(block, output=kept_out(_field(block, "tool_input")))
+        if _is_step(block) and output and not output.startswith(SUMMARY_KEPT_OUT):
+            summary, block = output, _with(block, output=kept_out(_field(block, "tool_input")))
         elif _field(block, "contents"):
-            inner, inner_notes = _kept_out(_field(block, "contents"))
-            if inner_notes is not None:
-                notes, block = inner_notes, _with(block, contents=inner)
+            inner, inner_summary = _kept_out(_field(block, "contents"))
+            if inner_summary is not None:
+                summary, block = inner_summary, _with(block, contents=inner)
         copied.append(block)
-    return copied, notes
+    return copied, summary
 
 
-def without_notes(message: Message) -> Message:
-    """The message as it may be stored or handed on: the step keeps counts and state, not the notes.
+def without_summary(message: Message) -> Message:
+    """The message as it may be stored or handed on: the step keeps counts and state, not the summary.
 
-    A copy whenever there are notes to keep out; the message itself is not changed.
+    A copy whenever there is a summary to keep out; the message itself is not changed.
     """
-    blocks, notes = _kept_out(message.content_blocks)
-    return message if notes is None else message.model_copy(update={"content_blocks": blocks})
+    blocks, summary = _kept_out(message.content_blocks)
+    return message if summary is None else message.model_copy(update={"content_blocks": blocks})
 
 
-async def store_without_notes(message: Message, write: Callable[[Message], Awaitable[Message]]) -> Message:
-    """Write the message without the notes; hand back the stored message with the live blocks, notes included.
+async def store_without_summary(message: Message, write: Callable[[Message], Awaitable[Message]]) -> Message:
+    """Write the message without the summary; hand back the stored message with the live blocks, summary included.
 
     Langflow hands a stored message back in its v1 shape: our step wrapped in an "Agent Steps"
     group. The Agent appends its later steps (tool calls) beside that group, where the v1 shape
@@ -174,6 +174,6 @@ async def store_without_notes(message: Message, write: Callable[[Message], Await
     """
     if not any(_steps(message.content_blocks)):
         return await write(message)
-    blocks, notes = _kept_out(message.content_blocks)
-    stored = await write(message if notes is None else message.model_copy(update={"content_blocks": blocks}))
+    blocks, summary = _kept_out(message.content_blocks)
+    stored = await write(message if summary is None else message.model_copy(update={"content_blocks": blocks}))
     return stored.model_copy(update={"content_blocks": list(message.content_blocks)})

@@ -9,16 +9,16 @@ switch on, a session's requests keep their prefix from one turn to the next unti
 * LangChain's ``AnthropicPromptCachingMiddleware`` marks the tool definitions, the system prompt and,
   with the top-level ``cache_control`` (Anthropic's "automatic caching"), the request's last block: each
   request reads what the previous one wrote and writes only what it adds.
-* :class:`NotesBreakpoint` marks the notes: the prefix up to them is read again whenever what follows
-  them changes while they do not (a fold that leaves the notes as they were, a history trimmed to fit
+* :class:`SummaryBreakpoint` marks the summary: the prefix up to it is read again whenever what follows
+  it changes while it does not (a fold that leaves the summary as it was, a history trimmed to fit
   the window). It costs no write of its own: a request's write is counted once, up to its last
   breakpoint.
 
 Measured in ``make eval`` (docs/eval.md, "On Anthropic"): 0.14x the stock Agent's billed input, against
-0.58x with nothing marked; 0.16x without the notes' breakpoint. The stock Agent's window slides every
+0.58x with nothing marked; 0.16x without the summary's breakpoint. The stock Agent's window slides every
 turn once a session passes N messages, so breakpoints there write prefixes never read (1.15x its bill):
 with the switch off nothing is added, and the stock Agent's requests stay byte for byte Langflow's.
-Folds carry no breakpoint: each fold request is new notes and a new batch, read once.
+Folds carry no breakpoint: each fold request is a new summary and a new batch, read once.
 """
 
 from collections.abc import Awaitable, Callable
@@ -37,22 +37,23 @@ CACHE_CONTROL = {"type": "ephemeral", "ttl": "5m"}
 FAILED_EVENT = "session_memory_cache_breakpoint_failed"
 
 
-def cache_breakpoints(llm, notes: Callable[[], str | None]) -> list[AgentMiddleware]:
+def cache_breakpoints(llm, summary: Callable[[], str | None]) -> list[AgentMiddleware]:
     """The middleware that marks a request's breakpoints, for a model whose provider caches only where asked.
 
-    ``notes`` gives the notes message's text as this run sends it (None without notes); it is read at each
-    model call, since a compaction after "prompt too long" replaces the history.
+    ``summary`` gives the text of the message carrying the summary as this run sends it (None without one); it
+    is read at each model call, since a compaction after "prompt too long" replaces the history.
     """
     if not isinstance(llm, ChatAnthropic):
         return []
-    return [AnthropicPromptCachingMiddleware(ttl=CACHE_CONTROL["ttl"]), NotesBreakpoint(notes)]
+    return [AnthropicPromptCachingMiddleware(ttl=CACHE_CONTROL["ttl"]), SummaryBreakpoint(summary)]
 
 
-class NotesBreakpoint(AgentMiddleware):
-    """Marks the notes message as a breakpoint, while the request has fewer than :data:`MAX_BREAKPOINTS`."""
+class SummaryBreakpoint(AgentMiddleware):
+    """Marks the message carrying the summary as a breakpoint, while the request has fewer than
+    :data:`MAX_BREAKPOINTS`."""
 
-    def __init__(self, notes: Callable[[], str | None]) -> None:
-        self.notes = notes
+    def __init__(self, summary: Callable[[], str | None]) -> None:
+        self.summary = summary
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -64,10 +65,10 @@ class NotesBreakpoint(AgentMiddleware):
 
     def _marked(self, request: ModelRequest) -> ModelRequest:
         try:
-            notes = self.notes()
-            if not notes or breakpoints(request) >= MAX_BREAKPOINTS:
+            summary = self.summary()
+            if not summary or breakpoints(request) >= MAX_BREAKPOINTS:
                 return request
-            return request.override(messages=[_marked_notes(message, notes) for message in request.messages])
+            return request.override(messages=[_marked_summary(message, summary) for message in request.messages])
         except Exception as error:  # noqa: BLE001 - a breakpoint only saves money: the request goes unmarked, logged
             logger.error(f"{FAILED_EVENT} reason={describe(error)}")
             return request
@@ -93,7 +94,7 @@ def _marked_blocks(message: BaseMessage) -> int:
     return sum(1 for block in content if isinstance(block, dict) and "cache_control" in block)
 
 
-def _marked_notes(message: BaseMessage, notes: str) -> BaseMessage:
-    if not isinstance(message, HumanMessage) or message.content != notes:
+def _marked_summary(message: BaseMessage, summary: str) -> BaseMessage:
+    if not isinstance(message, HumanMessage) or message.content != summary:
         return message
-    return message.model_copy(update={"content": [{"type": "text", "text": notes, "cache_control": CACHE_CONTROL}]})
+    return message.model_copy(update={"content": [{"type": "text", "text": summary, "cache_control": CACHE_CONTROL}]})

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.storage.messages import Candidate
 
 TOOL_NAME = "search_earlier_messages"
 # Sent with every request of a turn that offers the tool: short, it says when to search and how.
@@ -51,17 +52,6 @@ def tool_schema_tokens() -> int:
     """The estimated size of the tool's schema, which goes with every request of a turn that offers it."""
     function = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": SearchQuery.model_json_schema()}
     return context_size.estimate_tokens(json.dumps({"type": "function", "function": function}))
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A stored message the database found: position, sender, and (the start of) its text."""
-
-    message_id: object
-    timestamp: datetime
-    sender: str
-    sender_name: str
-    text: str
 
 
 @dataclass(frozen=True)

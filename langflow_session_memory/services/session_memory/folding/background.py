@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory.storage.model import SessionKey
+from langflow_session_memory.services.session_memory.rules.state import SessionKey
 
 MAX_BACKGROUND_FOLDS = 16
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -69,7 +69,7 @@ class BackgroundFolds:
         On a server that serves one request at a time (llama.cpp, Ollama and LM Studio with one
         slot), the turn's request would queue behind the fold anyway; sent beside it, it makes
         llama.cpp's server cut the fold's stream, and the fold is lost. Waiting lets the fold
-        land, and the turn then reads the notes it wrote. A fold still running at the deadline
+        land, and the turn then reads the summary it wrote. A fold still running at the deadline
         goes on; the turn does not wait longer.
         """
         tasks = [task for key, task in self._running.items() if self._servers.get(key) == server and not task.done()]

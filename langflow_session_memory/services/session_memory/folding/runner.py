@@ -8,7 +8,7 @@ session, stored in the row so every worker obeys it; it never fails the turn.
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -17,11 +17,15 @@ from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, FoldPolicy
+from langflow_session_memory.services.session_memory.rules.planner import TurnPlanner
+from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
+from langflow_session_memory.services.session_memory.rules.state import SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.storage import messages, store
-from langflow_session_memory.services.session_memory.storage.model import SessionKey, SessionState
-from langflow_session_memory.services.session_memory.summary import summarizer
+from langflow_session_memory.services.session_memory.storage.reading import read
+from langflow_session_memory.services.session_memory.summary import model_call
+from langflow_session_memory.services.session_memory.summary.prompt import ChatLine
+from langflow_session_memory.services.session_memory.summary.validation import word_count
 
 CLAIM_POLL_SECONDS = 0.1
 # A turn the provider refused as too long waits at most this for another worker's fold before it
@@ -29,21 +33,27 @@ CLAIM_POLL_SECONDS = 0.1
 COMPACTION_WAIT_SECONDS = 5.0
 
 Batches = Sequence[Sequence[MessageTable]]
-# After a reset, the row and the batches planned again from a fresh read.
-Replan = Callable[[], Awaitable[tuple[SessionState, Batches]]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class FoldRunner:
-    """Runs folds for one process; every worker runs its own on the shared table."""
+    """Runs folds for one process; every worker runs its own on the shared table.
+
+    It plans again with the turn's ``planner`` where the row changed under it (a reset).
+    """
 
     sessions: SessionFactory
-    clock: Callable[[], datetime]
-    policy: FoldPolicy = DEFAULT_POLICY
+    planner: TurnPlanner
 
-    async def run(
-        self, turn: Turn, state: SessionState, batches: Batches, mode: Mode, llm: BaseChatModel, replan: Replan
-    ) -> FoldCost:
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        return self.planner.clock
+
+    @property
+    def policy(self) -> FoldPolicy:
+        return self.planner.policy
+
+    async def run(self, turn: Turn, state: SessionState, batches: Batches, mode: Mode, llm: BaseChatModel) -> FoldCost:
         """Claim the session's fold; under the claim, check the folded range and the batches, then fold.
 
         Without the claim (another worker is folding, or the row moved on since it was read)
@@ -61,7 +71,7 @@ class FoldRunner:
             if state.cursor is not None and await self._folded_range_changed(turn, state):
                 if not await self.reset(state, reason="folded_range_changed"):
                     return FoldCost()
-                state, batches = await replan()
+                state, batches = await self._planned_again(turn, mode)
             if not batches:
                 return FoldCost()
             if not await self._still_stored(batches):
@@ -92,6 +102,11 @@ class FoldRunner:
             )
         return won
 
+    async def _planned_again(self, turn: Turn, mode: Mode) -> tuple[SessionState, Batches]:
+        """The row after a reset (no summary: nothing of it to check) and the batches planned from a fresh read."""
+        reading = await read(self.sessions, turn, self.policy.gap_limit)
+        return reading.state, self.planner.plan(turn, reading, mode, may_fold=True).batches
+
     async def wait_for_fold_elsewhere(self, key: SessionKey, longest: float) -> None:
         """Wait while another worker's claim holds, at most ``longest`` seconds; then the turn reads its row.
 
@@ -118,10 +133,10 @@ class FoldRunner:
         for batch in batches:
             started = time.perf_counter()
             try:
-                result = await summarizer.fold(
+                result = await model_call.fold(
                     llm,
                     seen.summary,
-                    [summarizer.ChatLine(role=row.sender, text=row.text or "") for row in batch],
+                    [ChatLine(role=row.sender, text=row.text or "") for row in batch],
                     timeout_seconds=self.policy.fold_timeout_seconds,
                     provider=turn.provider,
                     context_window=turn.fold_context_window,
@@ -138,8 +153,8 @@ class FoldRunner:
             cost = FoldCost(folded=cost.folded + len(batch), usage=cost.usage)
             await logger.ainfo(
                 f"session_summary_fold latency_ms={_milliseconds_since(started)} "
-                f"folded={len(batch)} summary_words_before={summarizer.word_count(seen.summary)} "
-                f"summary_words_after={summarizer.word_count(result.summary)} version={current.version} "
+                f"folded={len(batch)} summary_words_before={word_count(seen.summary)} "
+                f"summary_words_after={word_count(result.summary)} version={current.version} "
                 f"mode={mode.runs} session_id={seen.key.session_id!r}"
             )
             seen = current

@@ -24,8 +24,8 @@ def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Me
 
     Roles alternate from a user message, as strict chat templates (Gemma, Mistral) require:
     when the next message sent is a user message (a stored one, or the current input when
-    nothing with text follows), a short assistant acknowledgement follows the notes. Without
-    notes, a history whose window starts with an answer opens with a short user-role line
+    nothing with text follows), a short assistant acknowledgement follows the summary. Without
+    one, a history whose window starts with an answer opens with a short user-role line
     saying earlier messages are not shown, so the answer is not the first message.
     """
     first = next((row for row in following if (row.text or "").strip()), None)
@@ -33,20 +33,20 @@ def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Me
         if _sent_as_user(first):
             return []
         return [Message(text=HISTORY_START_NOTE, sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)]
-    notes = Message(text=notes_text(summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)
+    opening = Message(text=summary_text(summary), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME)
     if not _sent_as_user(first):
-        return [notes]
+        return [opening]
     ack = Message(text=SUMMARY_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME)
-    return [notes, ack]
+    return [opening, ack]
 
 
-def notes_text(summary: str) -> str:
-    """The text of the message that carries the notes."""
+def summary_text(summary: str) -> str:
+    """The text of the message that carries the summary."""
     return SUMMARY_FRAME.format(summary=summary)
 
 
 async def history_messages(summary: str, raw: Sequence[MessageTable]) -> list[Message]:
-    """The history sent: the notes' opening, then the raw rows as Langflow's own history query converts them."""
+    """The history sent: the summary's opening, then the raw rows as Langflow's own history query converts them."""
     return [*summary_messages(summary, raw), *[await Message.create(**row.model_dump()) for row in raw]]
 
 

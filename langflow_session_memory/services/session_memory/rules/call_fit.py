@@ -7,8 +7,8 @@ makes it fit ends it):
 1. tool results the model has already read (those followed by a later model answer) over
    ``result_cap`` tokens are clipped, as LangChain's ``ClearToolUsesEdit`` and the OpenAI Agents
    SDK's ``ToolOutputTrimmer`` clear old results: done before every call that follows a tool;
-2. the history before the turn's user message is reduced to the notes (the search tool still
-   reaches what the notes dropped);
+2. the history before the turn's user message is reduced to the summary (the search tool still
+   reaches what the summary dropped);
 3. the largest tool results of this turn are clipped, all to one size, just enough to fit.
 
 A clipped result keeps its head and its tail with a one-line marker between them saying how much
@@ -74,11 +74,11 @@ def turn_start(messages: Sequence[BaseMessage]) -> int | None:
 
 
 def fit_call(
-    messages: Sequence[BaseMessage], *, fixed_tokens: int, limit: int, result_cap: int | None, notes: str | None
+    messages: Sequence[BaseMessage], *, fixed_tokens: int, limit: int, result_cap: int | None, summary: str | None
 ) -> FittedCall:
     """The call's messages made to fit in ``limit`` tokens with ``fixed_tokens`` (system prompt, tools) beside them.
 
-    ``notes``: the text of the message carrying the session's notes, kept when the history is
+    ``summary``: the text of the message carrying the session's summary, kept when the history is
     reduced. The result may still not fit (the user's message alone is too large): its size says so.
     """
     start = turn_start(messages)
@@ -91,7 +91,7 @@ def fit_call(
     }
     left_out = 0
     if fixed_tokens + sizes(history) + sum(_capped_sizes(turn, caps).values()) > limit:
-        kept = notes_history(history, notes)
+        kept = summary_history(history, summary)
         left_out, history = len(history) - len(kept), kept
         caps = _caps_to_fit(turn, caps, room=limit - fixed_tokens - sizes(history))
     fitted = [_clipped(message, caps[i]) if i in caps else message for i, message in enumerate(turn)]
@@ -116,12 +116,12 @@ def retry_target(refused_size: int, limit: int | None) -> int:
     return int(RETRY_SHRINK * refused_size)
 
 
-def notes_history(history: Sequence[BaseMessage], notes: str | None) -> list[BaseMessage]:
-    """The history reduced to the notes, acknowledged so that the user's message follows an answer
-    (strict chat templates want roles to alternate); nothing when there are no notes."""
-    if not notes or not any(isinstance(m, HumanMessage) and m.content == notes for m in history):
+def summary_history(history: Sequence[BaseMessage], summary: str | None) -> list[BaseMessage]:
+    """The history reduced to the summary, acknowledged so that the user's message follows an answer
+    (strict chat templates want roles to alternate); nothing when there is no summary."""
+    if not summary or not any(isinstance(m, HumanMessage) and m.content == summary for m in history):
         return []
-    return [HumanMessage(content=notes), AIMessage(content=SUMMARY_ACKNOWLEDGEMENT)]
+    return [HumanMessage(content=summary), AIMessage(content=SUMMARY_ACKNOWLEDGEMENT)]
 
 
 def sizes(messages: Sequence[BaseMessage]) -> int:

@@ -20,9 +20,8 @@ from lfx.utils.constants import MESSAGE_SENDER_USER
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, FoldPolicy
+from langflow_session_memory.services.session_memory.rules.state import Reading, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import Mode, Turn
-from langflow_session_memory.services.session_memory.storage.model import SessionState
-from langflow_session_memory.services.session_memory.storage.reading import Reading
 
 
 class Positioned(Protocol):
@@ -200,9 +199,9 @@ class TurnPlanner:
         return len(reading.gap) + 1 >= self.policy.batch_size or self.waiting(turn, [*reading.gap, *leaving]).over
 
     def request_tokens(self, turn: Turn, summary: str, rows: Sequence[MessageTable]) -> int:
-        """The estimated size of the whole request: instructions, tools and input, the notes, the messages."""
-        notes = [message.text for message in summary_messages(summary, rows)]
-        return turn.fixed_tokens + context_size.estimated_size([*notes, *(row.text for row in rows)])
+        """The estimated size of the whole request: instructions, tools and input, the summary, the messages."""
+        opening = [message.text for message in summary_messages(summary, rows)]
+        return turn.fixed_tokens + context_size.estimated_size([*opening, *(row.text for row in rows)])
 
     def _folding_before(
         self, reading: Reading, visible: list[MessageTable], raw_start: int, max_batches: int, batching: dict

@@ -8,8 +8,8 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
-from langflow_session_memory.services.session_memory.storage.model import SessionKey
 
 SessionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 

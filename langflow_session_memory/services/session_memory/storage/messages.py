@@ -10,6 +10,7 @@ LIMIT or a cursor bound; none loads a session.
 import functools
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -18,14 +19,21 @@ from sqlalchemy import Integer, Select, String, Uuid, and_, bindparam, func, lit
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel.sql.sqltypes import UTCDateTime
 
-from langflow_session_memory.services.session_memory.agent.search import Candidate
+from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.storage import store
-from langflow_session_memory.services.session_memory.storage.model import (
-    Cursor,
-    SessionKey,
-    SessionMemoryState,
-    SessionState,
-)
+from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A stored message the database found: position, sender, and (the start of) its text."""
+
+    message_id: object
+    timestamp: datetime
+    sender: str
+    sender_name: str
+    text: str
+
 
 _columns = MessageTable.__table__.c
 _state = SessionMemoryState.__table__

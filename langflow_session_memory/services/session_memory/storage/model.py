@@ -1,12 +1,11 @@
-"""The ``session_memory_state`` table and the small values that travel with it.
+"""The ``session_memory_state`` table (the values read from it, :class:`rules.state.SessionState`, travel apart).
 
 The table lives in its own SQLModel registry: Langflow's startup schema check compares
 ``SQLModel.metadata`` with the database and refuses to start on any table it does not
 expect, so our table must never be registered there.
 """
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from uuid import UUID
 
 from sqlalchemy import Column, Index, Integer, Text, UniqueConstraint, Uuid, text
@@ -14,9 +13,8 @@ from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 from sqlmodel.sql.sqltypes import UTCDateTime
 
-from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
+from langflow_session_memory.services.session_memory.rules.state import TABLE_NAME
 
-TABLE_NAME = "session_memory_state"
 session_memory_registry = registry()
 session_memory_metadata = session_memory_registry.metadata
 
@@ -63,49 +61,3 @@ class SessionMemoryState(SessionMemoryBase, table=True):
     unreported_cached_input_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     created_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
     updated_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
-
-
-@dataclass(frozen=True)
-class SessionKey:
-    """The scope of one chat history: Langflow's own (flow, owner, session, context)."""
-
-    flow_id: UUID
-    owner_id: UUID
-    session_id: str
-    context_id: str = ""
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """Position of the last folded message; order is ``(timestamp, id)`` everywhere."""
-
-    timestamp: datetime
-    message_id: UUID
-
-
-@dataclass(frozen=True)
-class SessionState:
-    """What a turn needs from the row; ``version == 0`` with no cursor means nothing folded yet."""
-
-    key: SessionKey
-    summary: str = ""
-    cursor: Cursor | None = None
-    folded_count: int = 0
-    version: int = 0
-    paused_until: datetime | None = None
-    last_error: str | None = None
-    fold_claimed_until: datetime | None = None
-    last_call_tokens: int | None = None
-    unreported_usage: TokenUsage = field(default_factory=TokenUsage)  # of folds after answers, until a turn reports it
-
-    def is_paused(self, now: datetime) -> bool:
-        return self.paused_until is not None and now < self.paused_until
-
-    def is_claimed(self, now: datetime, longest_claim: timedelta) -> bool:
-        """Whether a worker is folding this session now.
-
-        A claim that has run out, or that reaches further than any legitimate claim can
-        (a bad clock, a manual edit), holds nothing.
-        """
-        until = self.fold_claimed_until
-        return until is not None and now < until <= now + longest_claim

@@ -4,22 +4,9 @@ One statement in the common case, so a turn without a fold costs one round trip 
 stock Agent's history query; bounded everywhere (keyset on ``(timestamp, id)``, LIMIT).
 """
 
-from dataclasses import dataclass
-
-from langflow.services.database.models.message.model import MessageTable
-
+from langflow_session_memory.services.session_memory.rules.state import Reading, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import SessionFactory, Turn
 from langflow_session_memory.services.session_memory.storage import messages, store
-from langflow_session_memory.services.session_memory.storage.model import SessionState
-
-
-@dataclass(frozen=True)
-class Reading:
-    """The newest N messages (ascending), the state row, and the unfolded messages before the window."""
-
-    window: list[MessageTable]
-    state: SessionState
-    gap: list[MessageTable]
 
 
 async def read(sessions: SessionFactory, turn: Turn, gap_limit: int) -> Reading:

@@ -14,14 +14,9 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
-from langflow_session_memory.services.session_memory.storage.model import (
-    Cursor,
-    SessionKey,
-    SessionMemoryState,
-    SessionState,
-    utc_now,
-)
+from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState, utc_now
 
 KEY_COLUMNS = ("flow_id", "owner_id", "session_id", "context_id")
 SWEEP_BATCH = 500
@@ -251,7 +246,7 @@ async def find(
 
 
 async def replace_summary(session: AsyncSession, key: SessionKey, summary: str) -> bool:
-    """A person's correction of the notes: new version (a fold in flight then cannot overwrite it), no pause."""
+    """A person's correction of the summary: new version (a fold in flight then cannot overwrite it), no pause."""
     table = SessionMemoryState.__table__
     statement = (
         update(table)

@@ -1,0 +1,126 @@
+"""What a fold asks the model for: the summary's form (two sections, a word cap) and the request that carries it.
+
+Pure: the instructions, the transcript of a batch, and how a batch is cut into requests that
+fit a small context window. The wording is what a real instruct model was judged on
+(docs/real-model.md): changing it needs that judge again.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from langflow_session_memory.services.session_memory.rules import context_size
+
+SUMMARY_WORD_LIMIT = 300
+# 300 words of a summary take about 2,000 characters; a few huge "words" must not pass the word cap.
+SUMMARY_CHARACTER_LIMIT = 4_000
+SECTION_HEADINGS = ("Key facts", "Conversation so far")
+# A pasted log or a tool dump must not make the fold request itself overflow the context.
+MAX_CHARACTERS_PER_MESSAGE = 4000
+
+# Fold requests on a small context window (see :func:`fold_budget`).
+MIN_FOLD_OUTPUT_TOKENS = 512
+FOLD_REQUEST_SHARE = 0.75
+PREVIOUS_SUMMARY_TOKENS = 450  # the summary sent back in: 300 words and their headings
+MIN_TRANSCRIPT_TOKENS = 100
+_LINE_OVERHEAD_TOKENS = 4  # "User: " and the line break
+SMALLEST_CLIP_CHARACTERS = 200  # a lone message is clipped no shorter when a request is still refused
+
+# The format is described in words, not shown with sample bullets: small instruct models copy
+# sample lines verbatim (Qwen2.5-Coder 0.5B returned "- one short line per fact (who, what, ...)").
+SUMMARY_INSTRUCTIONS = f"""You keep the running notes of a long conversation between a user and an assistant.
+You receive the current notes (possibly empty) and the next messages of the conversation.
+Return the updated notes: keep every fact from the current notes that still holds, add what
+the new messages establish, and correct what they change. Never drop names, identifiers,
+numbers, decisions or commitments. Do not answer the user and do not add commentary.
+
+Write the notes in two sections, at most {SUMMARY_WORD_LIMIT} words in total. The first section
+starts with the line "Key facts:" followed by one short line per fact, each starting with "- ".
+The second section starts with the line "Conversation so far:" followed by a few short lines,
+oldest first, each starting with "- ", saying what was discussed."""
+_INSTRUCTION_TOKENS = context_size.estimate_tokens(SUMMARY_INSTRUCTIONS)
+
+
+@dataclass(frozen=True)
+class ChatLine:
+    """One message of a batch, as the fold request shows it."""
+
+    role: str
+    text: str
+
+
+@dataclass(frozen=True)
+class FoldBudget:
+    """The fold's output cap, and how much transcript one request may carry (None: a whole batch)."""
+
+    output_tokens: int
+    transcript_tokens: int | None = None
+
+
+def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
+    """The instructions, then the current summary and the batch's transcript, each message clipped."""
+    transcript = "\n".join(f"{line.role}: {clipped(line.text)}" for line in batch)
+    summary = clipped(previous_summary, SUMMARY_CHARACTER_LIMIT) or "(none yet)"
+    return [
+        SystemMessage(content=SUMMARY_INSTRUCTIONS),
+        HumanMessage(content=f"Current notes:\n{summary}\n\nNext messages:\n{transcript}"),
+    ]
+
+
+def fold_budget(output_tokens: int, context_window: int | None) -> FoldBudget:
+    """What one fold request may hold so that it fits the model's context window, when known.
+
+    ``output_tokens`` is the fold's own output cap for the model. A small window (a local
+    model's 2,048 tokens) keeps a quarter for the summary written, and a batch of long
+    messages is then folded in several requests, each with the summary so far. The request
+    gets only :data:`FOLD_REQUEST_SHARE` of what remains: real tokenizers count more tokens
+    than the ``characters / 4`` estimate on digits, code and logs.
+    """
+    if not context_window:
+        return FoldBudget(output_tokens)
+    output = min(output_tokens, max(context_window // 4, MIN_FOLD_OUTPUT_TOKENS))
+    room = int((context_window - output) * FOLD_REQUEST_SHARE) - _INSTRUCTION_TOKENS - PREVIOUS_SUMMARY_TOKENS
+    return FoldBudget(output, max(room, MIN_TRANSCRIPT_TOKENS))
+
+
+def transcript_chunks(batch: Sequence[ChatLine], budget: FoldBudget) -> list[list[ChatLine]]:
+    """The batch in order, cut into the fewest runs of messages that each fit one request.
+
+    A message too long for any request is clipped to fit (its text in the table is untouched).
+    """
+    if budget.transcript_tokens is None:
+        return [list(batch)]
+    limit = budget.transcript_tokens
+    longest = min(MAX_CHARACTERS_PER_MESSAGE, (limit - _LINE_OVERHEAD_TOKENS) * 4)
+    chunks: list[list[ChatLine]] = [[]]
+    used = 0
+    for line in batch:
+        shortened = ChatLine(role=line.role, text=clipped(line.text, longest))
+        size = context_size.estimate_tokens(shortened.text) + _LINE_OVERHEAD_TOKENS
+        if chunks[-1] and used + size > limit:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(shortened)
+        used += size
+    return chunks
+
+
+def halved(chunk: Sequence[ChatLine]) -> list[list[ChatLine]] | None:
+    """The chunk as two smaller ones: its messages split, or a lone message clipped to half; None when too small."""
+    if len(chunk) > 1:
+        middle = len(chunk) // 2
+        return [list(chunk[:middle]), list(chunk[middle:])]
+    line = chunk[0]
+    if len(line.text) <= SMALLEST_CLIP_CHARACTERS:
+        return None
+    return [[ChatLine(role=line.role, text=clipped(line.text, len(line.text) // 2))]]
+
+
+def clipped(text: str, limit: int = MAX_CHARACTERS_PER_MESSAGE) -> str:
+    """The text in ``limit`` characters for a fold request: its head (three quarters) and its tail, where a
+    pasted log's summary line and an error often are, the middle marked as cut (the table keeps it whole)."""
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    return f"{text[:head]} [... {len(text) - limit} more characters ...] {text[len(text) - (limit - head) :]}"

@@ -1,0 +1,247 @@
+"""The fold's model call: what the model is asked, its budget, refusals, cuts and what it cost."""
+
+import asyncio
+
+import pytest
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.outputs import ChatGenerationChunk
+from langchain_openai import ChatOpenAI
+from lfx.base.models import model_remediation
+
+from langflow_session_memory.services.session_memory.rules.context_size import estimate_tokens, estimated_size
+from langflow_session_memory.services.session_memory.summary.model_call import (
+    FOLD_OUTPUT_TOKENS,
+    FOLD_REASONING_OUTPUT_TOKENS,
+    FOLD_RUN_TAG,
+    RequestTooLongError,
+    fold,
+    fold_model,
+)
+from langflow_session_memory.services.session_memory.summary.prompt import (
+    SUMMARY_INSTRUCTIONS,
+    ChatLine,
+)
+from langflow_session_memory.services.session_memory.summary.validation import (
+    SummaryRejectedError,
+    allowed_words,
+    word_count,
+)
+from tests.chat import ScriptedChatModel
+from tests.services.summaries import BATCH, COPIED, FACT_LINES, GOOD, OVER_THE_CAP, RecordedRuns, cached_answer
+
+
+async def test_fold_asks_for_an_updated_summary():
+    model = ScriptedChatModel(script=[GOOD])
+    result = await fold(model, "Key facts:\n- customer ACME", BATCH)
+
+    system, human = model.calls[0]
+    assert system.content == SUMMARY_INSTRUCTIONS
+    assert "Key facts" in system.content
+    assert "Conversation so far" in system.content
+    assert "Current notes:\nKey facts:\n- customer ACME" in human.content
+    assert "User: we deploy project PRJ-123 on the EU cluster, step 19" in human.content
+    assert (result.summary, result.usage.input_tokens, result.usage.output_tokens) == (GOOD, 100, 10)
+
+
+async def test_a_fold_is_a_run_of_its_own_for_the_agent_s_tracers_and_for_no_other_callback():
+    tracer, model_callback = RecordedRuns(), RecordedRuns()
+    model = ScriptedChatModel(script=[GOOD], callbacks=[model_callback])  # e.g. the Agent's usage counter
+
+    await fold(model, "", BATCH, tracing=(tracer,))
+
+    assert len(tracer.runs) == 1
+    assert tracer.runs[0]["tags"] == [FOLD_RUN_TAG]
+    assert tracer.runs[0]["name"] == FOLD_RUN_TAG
+    assert model_callback.runs == []  # the model's own callbacks (the Agent's) never see the fold
+
+
+async def test_a_fold_reports_the_input_the_provider_served_from_its_cache():
+    model = ScriptedChatModel(script=[cached_answer()])
+
+    result = await fold(model, "", BATCH)
+
+    assert (result.usage.input_tokens, result.usage.cached_input_tokens) == (1500, 1024)
+
+
+async def test_fold_runs_at_temperature_zero_on_a_copy():
+    model = ScriptedChatModel(script=[GOOD])
+    await fold(model, "", BATCH)
+    assert model.temperatures == [0]
+    assert model.temperature == 0.7  # the Agent's own model is not changed
+
+
+async def test_fold_raises_when_the_model_answers_garbage():
+    model = ScriptedChatModel(script=["Sure! Here is a poem about clouds."])
+    with pytest.raises(SummaryRejectedError):
+        await fold(model, "", BATCH)
+
+
+OPENAI_TEMPERATURE_REFUSAL = (
+    "Error code: 400 - {'error': {'message': \"Unsupported value: 'temperature' does not support 0 with this "
+    "model. Only the default (1) value is supported.\", 'type': 'invalid_request_error', 'param': 'temperature', "
+    "'code': 'unsupported_value'}}"
+)
+
+
+@pytest.fixture
+def remediation_cache():
+    yield
+    model_remediation.reset_remediation_cache()
+
+
+async def test_a_refused_temperature_is_dropped_and_the_fold_retried_once(remediation_cache):
+    model = ScriptedChatModel(script=[ValueError(OPENAI_TEMPERATURE_REFUSAL), GOOD])
+    result = await fold(model, "", BATCH, provider="OpenAI")
+    assert result.summary == GOOD
+    assert model.temperatures == [0, None]
+
+    await fold(model, "", BATCH, provider="OpenAI")  # Langflow now knows this model's constraint
+    assert model.temperatures == [0, None, None]
+
+
+async def test_a_second_refusal_fails_the_fold(remediation_cache):
+    model = ScriptedChatModel(script=[ValueError(OPENAI_TEMPERATURE_REFUSAL), ValueError(OPENAI_TEMPERATURE_REFUSAL)])
+    with pytest.raises(ValueError, match="temperature"):
+        await fold(model, "", BATCH, provider="OpenAI")
+    assert len(model.calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("model_name", "temperature"),
+    [("gpt-5.4-mini", None), ("o3-mini", None), ("gpt-4o-mini", 0), ("gpt-5-chat-latest", 0)],
+)
+def test_temperature_zero_only_where_langchain_and_the_model_profile_allow_it(model_name, temperature):
+    llm = ChatOpenAI(model=model_name, api_key="sk-local", temperature=0.5)
+    assert fold_model(llm, "OpenAI").temperature == temperature
+
+
+async def test_a_fold_without_reported_usage_counts_estimated_tokens():
+    class NoUsageModel(ScriptedChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            result = super()._generate(messages, stop, run_manager, **kwargs)
+            result.generations[0].message.usage_metadata = None
+            return result
+
+    model = NoUsageModel(script=[GOOD])
+    result = await fold(model, "", BATCH)
+    assert result.usage.input_tokens == estimated_size(message.content for message in model.calls[0])
+    assert result.usage.output_tokens == estimate_tokens(GOOD)
+    assert result.usage.estimated
+
+
+@pytest.mark.parametrize(
+    ("model_name", "agent_max_tokens", "fold_cap"),
+    [
+        ("gpt-4o-mini", 150, FOLD_OUTPUT_TOKENS),
+        ("gpt-4o-mini", None, FOLD_OUTPUT_TOKENS),
+        ("gpt-5.4-mini", 150, FOLD_REASONING_OUTPUT_TOKENS),
+        ("a-local-model", 150, FOLD_OUTPUT_TOKENS),
+    ],
+)
+def test_the_fold_has_its_own_output_cap_whatever_the_agent_s_max_tokens(model_name, agent_max_tokens, fold_cap):
+    llm = ChatOpenAI(model=model_name, api_key="sk-local", max_tokens=agent_max_tokens)
+    assert fold_model(llm, "OpenAI").max_tokens == fold_cap
+    assert llm.max_tokens == agent_max_tokens
+
+
+def test_the_fold_cap_never_exceeds_the_model_s_own_output_limit():
+    llm = ChatOpenAI(model="gpt-4o-mini", api_key="sk-local")
+    llm.profile = {**llm.profile, "reasoning_output": True, "max_output_tokens": 4096}
+    assert fold_model(llm).max_tokens == 4096
+
+
+@pytest.mark.parametrize(
+    "metadata", [{"finish_reason": "length"}, {"stop_reason": "max_tokens"}, {"finish_reason": "MAX_TOKENS"}]
+)
+async def test_a_summary_cut_at_the_output_cap_is_never_stored(metadata):
+    cut = AIMessage(content=GOOD, response_metadata=metadata)  # valid-looking, but the model had more to write
+    with pytest.raises(SummaryRejectedError, match="cut at the"):
+        await fold(ScriptedChatModel(script=[cut]), "", BATCH)
+
+
+async def test_an_answer_that_stopped_by_itself_is_kept():
+    done = AIMessage(content=GOOD, response_metadata={"finish_reason": "stop"})
+    assert (await fold(ScriptedChatModel(script=[done]), "", BATCH)).summary == GOOD
+
+
+async def test_each_request_of_a_batch_carries_the_summary_so_far():
+    llm = ScriptedChatModel()
+    long_batch = [ChatLine("User", f"message {i} " + "word " * 150) for i in range(20)]
+    result = await fold(llm, "", long_batch, context_window=2048)
+    assert len(llm.calls) > 1
+    assert "Current notes:\n(none yet)" in llm.calls[0][-1].content
+    assert "Current notes:\nKey facts:" in llm.calls[1][-1].content
+    assert result.usage.input_tokens == 100 * len(llm.calls)
+
+
+class EndlessModel(ScriptedChatModel):
+    """A model on a server that ignores the output cap: it streams until someone stops reading."""
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+        self.calls.append(messages)
+        try:
+            yield ChatGenerationChunk(message=AIMessageChunk(content="Key facts:\n"))
+            while True:
+                yield ChatGenerationChunk(message=AIMessageChunk(content="- the same line again\n"))
+        finally:
+            self.temperatures.append("closed")  # a list the fold's copy of the model shares with this one
+
+
+async def test_reading_stops_at_the_fold_s_budget_on_a_server_that_ignores_it():
+    model = EndlessModel()
+    with pytest.raises(SummaryRejectedError, match="cut at the"):
+        await fold(model, "", BATCH)
+    for _ in range(3):  # the provider's generator is closed by the event loop's async-generator finalizer
+        await asyncio.sleep(0)
+    assert model.temperatures[-1] == "closed"  # the stream was closed, so the server stops writing
+
+
+async def test_an_openai_compatible_stream_that_ended_without_a_finish_reason_is_not_kept():
+    interrupted = AIMessage(content=GOOD, response_metadata={"model_provider": "openai"})
+    with pytest.raises(SummaryRejectedError, match="without a finish reason"):
+        await fold(ScriptedChatModel(script=[interrupted]), "", BATCH)
+
+
+class SmallWindowModel(ScriptedChatModel):
+    """A server with an undeclared small window: a request over ``limit`` characters is refused, in words or,
+    as llama-cpp-python streams it, with a stream holding nothing."""
+
+    limit: int = 3000
+    empty_stream: bool = False
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+        if sum(len(m.content) for m in messages) > self.limit:
+            self.calls.append("refused")
+            if not self.empty_stream:
+                raise ValueError("This model's maximum context length is 2048 tokens. (context_length_exceeded)")
+            return
+        yield ChatGenerationChunk(message=AIMessageChunk(content=self._generate(messages).generations[0].text))
+
+
+@pytest.mark.parametrize("empty_stream", [False, True])
+async def test_a_fold_request_refused_as_too_long_is_split_until_it_fits(empty_stream):
+    long_batch = [ChatLine("User", f"message {i} " + "word " * 100) for i in range(20)]
+    model = SmallWindowModel(empty_stream=empty_stream)
+    result = await fold(model, "", long_batch)
+    answered = [call for call in model.calls if call != "refused"]
+    assert "refused" in model.calls
+    assert len(answered) > 1
+    assert result.summary.endswith("up to 19")  # every message folded, in order
+
+
+async def test_a_single_message_too_long_for_any_request_fails_the_fold():
+    model = SmallWindowModel(limit=100)
+    with pytest.raises(RequestTooLongError):
+        await fold(model, "", [ChatLine("User", "x" * 5000)])
+
+
+def test_a_fold_whose_summary_runs_over_is_stored_shortened_and_says_so(captured_logs):
+    batch = [ChatLine("User" if i % 2 == 0 else "AI", COPIED[i % 12][2:]) for i in range(20)]
+    model = ScriptedChatModel(script=[OVER_THE_CAP])
+
+    result = asyncio.run(fold(model, "", batch))
+
+    assert word_count(result.summary) <= allowed_words("", batch)
+    assert all(line in result.summary for line in FACT_LINES)
+    [shortened] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_shortened")]
+    assert f"words_written={word_count(OVER_THE_CAP)} " in shortened
