@@ -18,7 +18,8 @@ from benchmarks.run import PARTS, PRESETS, run_benchmarks
 from tests.app.langflow_app import one_app_at_a_time
 from tests.databases import postgres_unreachable
 
-pytestmark = [pytest.mark.postgres, pytest.mark.app]
+# One group: its tests share one run of the benchmark, which each worker would otherwise make again (make test).
+pytestmark = [pytest.mark.postgres, pytest.mark.app, pytest.mark.xdist_group("bench-smoke")]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.app
+# One group: its tests share one run of the demo, which each worker would otherwise make again (make test).
+pytestmark = [pytest.mark.app, pytest.mark.xdist_group("demo-smoke")]
 
 ROOT = Path(__file__).resolve().parents[2]
 

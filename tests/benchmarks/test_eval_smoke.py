@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.app
+# One group: its tests share one run of the eval, which each worker would otherwise make again (make test).
+pytestmark = [pytest.mark.app, pytest.mark.xdist_group("eval-smoke")]
 
 ROOT = Path(__file__).resolve().parents[2]
 STOCK, SEARCH_ON, SUMMARY_ONLY = "stock Agent, N=100", "switch on, N=10, search on", "switch on, N=10, search off"
