@@ -265,7 +265,7 @@ def test_the_readme_quick_start(make_run, page):
         expect(step).not_to_contain_text("PRJ-123")  # the stored answer: counts and a link, never the summary
         page.screenshot(path=SCREENSHOTS / "quick-start-2-session-memory-step.png")
 
-        link = step.get_by_role("link", name="read them")  # "the step's read them link opens them in the browser"
+        link = step.get_by_role("link", name="read it")  # "the step's read it link opens it in the browser"
         expect(link).to_have_attribute("href", f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}/summary")
         link.click()
         expect(page.locator("body")).to_contain_text("Key facts:")
