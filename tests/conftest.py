@@ -18,6 +18,7 @@ APP_TEST_PATHS = ("app", "real_model", "test_make_backend.py")  # benchmarks/ ma
 SHARED_APP_BACKENDS = ("sqlite", "postgresql")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its hook would otherwise run first)
 def pytest_collection_modifyitems(config, items):
     """Mark every test that starts Langflow ``app``, and run the tests of the shared apps last, by backend.
 
