@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
-from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage import messages, store
 from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
 
 
@@ -56,6 +56,47 @@ async def test_empty_context_and_named_context_are_different_rows(sessions):
         await store.create_if_absent(session, SessionKey(key.flow_id, key.owner_id, key.session_id, "ctx"))
         await store.create_if_absent(session, key)
     assert await count_rows(sessions, key) == 2
+
+
+async def test_a_turn_s_one_statement_reads_the_row_as_load_does(sessions):
+    key = new_key()
+    message = MessageTable(
+        id=uuid.uuid4(),
+        sender="User",
+        sender_name="User",
+        session_id=key.session_id,
+        text="after the cursor",
+        flow_id=key.flow_id,
+        user_id=key.owner_id,
+        timestamp=datetime(2026, 1, 2, tzinfo=UTC),
+    )
+    async with sessions.begin() as session:
+        session.add(message)
+        seen = await store.create_if_absent(session, key)
+        cursor = Cursor(timestamp=datetime(2026, 1, 1, tzinfo=UTC), message_id=uuid.uuid4())
+        await store.compare_and_swap(session, seen, seen.__class__(key=key, summary="summary", cursor=cursor))
+        await store.pause(session, key, datetime(2026, 1, 3, tzinfo=UTC), "timeout")
+        await store.record_call_size(session, key, 1234)
+        await store.add_unreported_usage(
+            session, key, TokenUsage(input_tokens=5, output_tokens=6, cached_input_tokens=7)
+        )
+        await store.claim_fold(
+            session,
+            await store.load(session, key),
+            datetime(2026, 1, 2, tzinfo=UTC),
+            datetime(2026, 1, 1, tzinfo=UTC),
+            timedelta(days=1),
+        )
+    async with sessions() as session:
+        [read], joined = await messages.newest_unfolded(session, key, 10)
+        loaded = await store.load(session, key)
+
+    assert read.id == message.id
+    assert joined == loaded
+    assert all(
+        getattr(loaded, name) for name in ("summary", "cursor", "paused_until", "last_error", "last_call_tokens")
+    )
+    assert (loaded.fold_claimed_until, loaded.unreported_usage.cached_input_tokens) != (None, 0)
 
 
 async def test_concurrent_creates_of_one_key_leave_one_row(sessions):

@@ -37,23 +37,6 @@ class Candidate:
 
 _columns = MessageTable.__table__.c
 _state = SessionMemoryState.__table__
-_STATE_COLUMNS = [
-    _state.c[name]
-    for name in (
-        "summary",
-        "cursor_timestamp",
-        "cursor_message_id",
-        "folded_count",
-        "version",
-        "paused_until",
-        "last_error",
-        "fold_claimed_until",
-        "last_call_tokens",
-        "unreported_input_tokens",
-        "unreported_output_tokens",
-        "unreported_cached_input_tokens",
-    )
-]
 _BEFORE_ANY_MESSAGE = datetime(1, 1, 1, tzinfo=UTC)
 # Escaped with a backslash in a PostgreSQL regex, where that makes any such character literal.
 _NOT_A_WORD_CHARACTER = re.compile(r"\W")
@@ -117,7 +100,7 @@ def _newest_unfolded_statement(scoped_by_context: bool) -> Select:
     )
     cursor_message_id = select(_state.c.cursor_message_id).where(row_of_key).correlate(None).scalar_subquery()
     return (
-        select(MessageTable, *_STATE_COLUMNS)
+        select(MessageTable, *store.STATE_COLUMNS)
         .outerjoin(_state, row_of_key)
         .where(
             _scope_of(key.flow_id, key.owner_id, key.session_id, context_id),

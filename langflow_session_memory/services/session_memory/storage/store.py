@@ -19,6 +19,13 @@ from langflow_session_memory.services.session_memory.rules.usage import TokenUsa
 from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState, utc_now
 
 KEY_COLUMNS = ("flow_id", "owner_id", "session_id", "context_id")
+# What a turn reads of the row (``to_state``): every column but its id, its key and its timestamps, so a column
+# added to the table reaches every reader, the turn's one statement (``messages.newest_unfolded``) included.
+STATE_COLUMNS = tuple(
+    column
+    for column in SessionMemoryState.__table__.c
+    if column.name not in {"id", *KEY_COLUMNS, "created_at", "updated_at"}
+)
 SWEEP_BATCH = 500
 LIST_LIMIT = 100
 
