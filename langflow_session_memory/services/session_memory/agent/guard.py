@@ -207,7 +207,8 @@ def memory_turn(component) -> Turn | None:
     # Summary Model's provider is not known here, so only the unscoped ones apply to it.
     summary_model = summary_model_of(component)
     provider = None if summary_model else component._selected_model_remediation_context()[0]
-    context_window = context_size.context_window(agent_model_of(component), configured_context_window(component))
+    declared_window = configured_context_window(component) or None
+    context_window = context_size.context_window(agent_model_of(component), declared_window)
     server = model_url(agent_model_of(component))
     return Turn(
         key=key,
@@ -220,6 +221,7 @@ def memory_turn(component) -> Turn | None:
         tracing=tuple(tracing_callbacks(component)),
         model_server=server,
         waits_for_folds=new_turn_waits_for_folds(server),
+        declared_window=declared_window,
     )
 
 

@@ -328,7 +328,7 @@ def _refused_as_too_long(component, turn, error: Exception) -> bool:
     return context_size.is_probable_overflow(
         error,
         request_tokens=request_tokens(turn, getattr(component, "chat_history", None) or []),
-        context_window=configured_context_window(component) or None,
+        context_window=turn.declared_window,
     )
 
 

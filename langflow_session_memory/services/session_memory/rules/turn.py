@@ -20,8 +20,10 @@ class Turn:
 
     ``context_window`` (tokens, None when unknown) and ``fixed_tokens`` (the estimated
     system prompt, tools and input) let a turn that would not fit fold early, and keep its
-    request within the window. ``fold_context_window`` is the window of the model that folds
-    (the Agent's, or the Summary Model's). ``provider`` is the Langflow provider of the model
+    request within the window; ``declared_window`` is the builder's own Context Window (None
+    when not set), the only one by which an empty stream counts as "prompt too long".
+    ``fold_context_window`` is the window of the model that folds (the Agent's, or the
+    Summary Model's). ``provider`` is the Langflow provider of the model
     that folds, for Langflow's remediation of refused parameters. ``tracing``: the Agent's
     tracing handlers (Langflow's tracing service), which see the turn's fold calls as runs.
     ``model_server``: where the Agent's model is served (None: the provider's default endpoint);
@@ -39,6 +41,7 @@ class Turn:
     tracing: tuple = ()
     model_server: str | None = None
     waits_for_folds: bool = False
+    declared_window: int | None = None
 
 
 class Mode(Enum):
