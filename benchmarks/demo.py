@@ -31,6 +31,7 @@ from pathlib import Path
 from benchmarks import conversation
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.inprocess import FOLD_EVENT
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.testing.fake_openai import (
     FakeModelConfig,
     RunningServer,
@@ -39,7 +40,7 @@ from langflow_session_memory.testing.fake_openai import (
 )
 
 FILLER_TURNS = 60
-FOLD_BATCH = 20
+FOLD_BATCH = DEFAULT_POLICY.batch_size
 CONFIGURATIONS = (("switch off, N=10", False, 10), ("switch off, N=100", False, 100), ("switch on, N=10", True, 10))
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -3,6 +3,7 @@
 import asyncio
 import copy
 import json
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -18,6 +19,7 @@ from sqlalchemy import Column, Connection, Integer, MetaData, Table, Text, Uuid,
 from sqlmodel.sql.sqltypes import UTCDateTime
 
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.testing.folds import settle_folds
 from tests.app.langflow_app import (
     MIGRATED_EVENT,
@@ -52,8 +54,22 @@ STATE = Table(
     Column("updated_at", UTCDateTime()),
 )
 TOOL_OUTPUT = {"name": "component_as_tool", "display_name": "Toolset", "method": "to_toolkit", "types": ["Tool"]}
-FOLDED_SESSION_TURNS = 12  # at N=2 the 12th turn has 21 older messages: it folds messages 1-20
-FOLDED_MESSAGES = 20
+BATCH = DEFAULT_POLICY.batch_size
+
+
+def turns_to_fold(n_messages: int, batches: int = 1) -> int:
+    """The fewest turns of a new session at ``n_messages`` after which ``batches`` batches are folded.
+
+    After each answer every full batch older than the newest ``n_messages`` messages is folded: after ``t`` turns
+    (two messages each) that is ``2 t - n_messages`` messages. At the default, at N=2: 11 turns for one batch.
+    """
+    return math.ceil((batches * BATCH + n_messages) / 2)
+
+
+FOLDED_SESSION_TURNS = turns_to_fold(2) + 1  # at N=2, one turn past the first fold: 12 at the default
+FOLDED_MESSAGES = BATCH  # the first batch: messages 1-20 at the default
+# A session seeded with a batch more turns: the next turn at N=2 folds one batch after its answer (22 at the default).
+BACKLOG_SESSION_TURNS = FOLDED_SESSION_TURNS + BATCH // 2
 SETTLE_TIMEOUT_S = 120  # longer than any fold a test makes (three batches of the 30 s fold timeout)
 
 
@@ -209,7 +225,8 @@ class LangflowClient:
         raise AssertionError(f"no fold of {session_id} started within {timeout} s")
 
     def folded_session(self, session_id: str, *, project_id: str | None = None) -> tuple[str, str]:
-        """A new flow whose ``session_id`` has a summary row: 12 real turns at N=2 fold messages 1-20.
+        """A new flow whose ``session_id`` has a summary row: real turns at N=2 fold the first batch (12 turns,
+        messages 1-20 folded, at the default).
 
         About 4 s a call; tests that need a folded start but not the fold itself use
         :meth:`seeded_folded_session`.
@@ -222,7 +239,7 @@ class LangflowClient:
                 session_id=session_id,
                 tweaks={agent_id: {"summarize_older_messages": True}},
             )
-        assert self.state_rows(flow_id) == [(session_id, 20)]
+        assert self.state_rows(flow_id) == [(session_id, FOLDED_MESSAGES)]
         return flow_id, agent_id
 
     def seeded_folded_session(
@@ -234,7 +251,7 @@ class LangflowClient:
         tools: tuple[str, ...] = (),
         model: list[dict] = MODEL,
     ) -> tuple[str, str]:
-        """What :meth:`folded_session` leaves, written with SQL: ``turns`` past turns, messages 1-20 folded.
+        """What :meth:`folded_session` leaves, written with SQL: ``turns`` past turns, the first batch folded.
 
         The messages are stored as Langflow stores a turn (the user's row, then the Agent's
         echo "OK: ..."), owned by the logged-in user, ten minutes ago and one second apart;
@@ -280,19 +297,20 @@ class LangflowClient:
 SEEDED_SUMMARY = (
     "Key facts:\n"
     + "".join(f"- Turn {turn}: note code CODE-{turn}.\n" for turn in range(FOLDED_MESSAGES // 2))
-    + "Conversation so far:\n- The user noted one code a turn, CODE-0 to CODE-9; the assistant acknowledged each."
+    + "Conversation so far:\n- The user noted one code a turn, "
+    + f"CODE-0 to CODE-{FOLDED_MESSAGES // 2 - 1}; the assistant acknowledged each."
 )
 
 
 def seed_turns(
     connection: Connection, flow_id, owner_id, session_id: str, *, turns: int, agent_id: str
 ) -> tuple[datetime, uuid.UUID]:
-    """Store ``turns`` past turns as Langflow stores them; returns the (timestamp, id) of the 20th message.
+    """Store ``turns`` past turns as Langflow stores them; returns the (timestamp, id) of the batch's last message.
 
     Turn ``i`` is the user's "Turn i: note code CODE-i." and the Agent's echo of it (what the
     bundled model server answers), with the columns a real run fills (run id, source, usage).
     """
-    assert 2 * turns >= FOLDED_MESSAGES, "a folded session holds at least the 20 folded messages"
+    assert 2 * turns >= FOLDED_MESSAGES, "a folded session holds at least the batch of folded messages"
     start = datetime.now(UTC) - timedelta(minutes=10)
     rows = []
     for turn in range(turns):

@@ -1,7 +1,7 @@
 """Summaries follow Langflow's own deletions, renames and edits, through its real endpoints.
 
 Most tests start from :meth:`LangflowClient.seeded_folded_session` (the messages and the
-summary row written with SQL) rather than 12 real turns; the first test proves that a seeded
+summary row written with SQL) rather than real turns (12 at the default); the first test proves that a seeded
 session is stored exactly like one folded through the app.
 """
 
@@ -12,6 +12,7 @@ import uuid
 from langflow.memory import delete_message
 
 from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME
+from tests.app.langflow_client import FOLDED_MESSAGES, FOLDED_SESSION_TURNS
 
 
 def new_session() -> str:
@@ -73,7 +74,7 @@ def stored(langflow, flow_id: str) -> dict:
         "state": (state.owner_id, state.session_id, state.context_id, state.folded_count, state.version),
         "state shapes": [shape(state.flow_id), shape(state.cursor_timestamp), shape(state.cursor_message_id)],
         "state pause": state.paused_until,
-        "codes in the summary": [f"CODE-{i}" for i in range(12) if f"CODE-{i}" in state.summary],
+        "codes in the summary": [f"CODE-{i}" for i in range(FOLDED_SESSION_TURNS) if f"CODE-{i}" in state.summary],
         # Found only if the cursor is stored in the very form of the message's own id and timestamp.
         "cursor message": state.cursor_text,
     }
@@ -114,11 +115,13 @@ def test_deleting_folded_messages_by_id_drops_the_summary(langflow):
 
 def test_deleting_a_range_that_straddles_the_cursor_drops_the_summary(langflow):
     session_id = new_session()
-    flow_id, _ = langflow.seeded_folded_session(session_id, turns=14)  # messages 0-27, the summary covers 0-19
+    # Two turns more than the seeded session: messages 0-27, the summary covering 0-19, at the default.
+    flow_id, _ = langflow.seeded_folded_session(session_id, turns=FOLDED_SESSION_TURNS + 2)
     ids = langflow.message_ids(flow_id)
-    response = langflow.http.request("DELETE", "/api/v1/monitor/messages", json=ids[15:26])
+    first, last = FOLDED_MESSAGES - 5, FOLDED_MESSAGES + 6  # 15 and 26 at the default: around the cursor
+    response = langflow.http.request("DELETE", "/api/v1/monitor/messages", json=ids[first:last])
     assert response.status_code == 204
-    assert langflow.message_ids(flow_id) == ids[:15] + ids[26:]
+    assert langflow.message_ids(flow_id) == ids[:first] + ids[last:]
     assert langflow.state_rows(flow_id) == []
 
 
@@ -127,7 +130,7 @@ def test_deleting_a_message_the_summary_does_not_cover_keeps_it(langflow):
     flow_id, _ = langflow.seeded_folded_session(session_id)
     newest = langflow.message_ids(flow_id)[-1]
     assert langflow.http.request("DELETE", "/api/v1/monitor/messages", json=[newest]).status_code == 204
-    assert langflow.state_rows(flow_id) == [(session_id, 20)]
+    assert langflow.state_rows(flow_id) == [(session_id, FOLDED_MESSAGES)]
 
 
 def test_single_message_delete_drops_the_summary(langflow):
@@ -144,7 +147,7 @@ def test_flow_delete_removes_its_rows_and_no_other_flows(langflow):
     other_flow, _ = langflow.seeded_folded_session("New Session 0")
     assert langflow.http.delete(f"/api/v1/flows/{flow_id}").status_code == 200
     assert langflow.state_rows(flow_id) == []
-    assert langflow.state_rows(other_flow) == [("New Session 0", 20)]
+    assert langflow.state_rows(other_flow) == [("New Session 0", FOLDED_MESSAGES)]
 
 
 def test_bulk_flow_delete_removes_their_rows(langflow):
@@ -168,7 +171,7 @@ def test_renamed_session_keeps_its_summary(langflow):
     [(summary_before,)] = langflow.sql("SELECT summary FROM session_memory_state WHERE session_id = :s", s=old)
     response = langflow.http.patch(f"/api/v1/monitor/messages/session/{old}", params={"new_session_id": new})
     assert response.status_code == 200
-    assert langflow.state_rows(flow_id) == [(new, 20)]
+    assert langflow.state_rows(flow_id) == [(new, FOLDED_MESSAGES)]
     assert langflow.sql("SELECT summary FROM session_memory_state WHERE session_id = :s", s=new) == [(summary_before,)]
 
 

@@ -12,6 +12,7 @@ from langflow.api.utils.flow_utils import compute_virtual_flow_id
 from lfx.memory.flow_context import derive_message_owner_uuid
 from lfx.services.authorization.base import PUBLIC_ANONYMOUS_ACTOR_ID
 
+from tests.app.langflow_client import BATCH, turns_to_fold
 from tests.app.langflow_subjects import (
     Builder,
     copy_chat_to_flow,
@@ -31,7 +32,7 @@ from tests.app.langflow_subjects import (
 )
 
 PUBLIC_OWNER = PUBLIC_ANONYMOUS_ACTOR_ID  # owns every shared-playground message; the virtual flow id tells users apart
-FOLDING_TURNS = 12  # with n_messages=2, the 12th turn has 21 older messages: one fold of 20
+FOLDING_TURNS = turns_to_fold(2) + 1  # with n_messages=2, one turn past the first fold: one batch (12 at the default)
 
 
 def test_end_user_erase_removes_their_summaries(langflow):
@@ -59,7 +60,7 @@ def test_end_user_erase_removes_their_summaries(langflow):
     assert message_keys(langflow, flow_id=flow_id) == {(builder_id, session), (end_user_owner, session)}
     assert message_count(langflow, flow_id=flow_id, owner_id=end_user_owner) == 2 * FOLDING_TURNS
     [(_, _, summary, folded)] = state_rows(langflow, flow_id=flow_id, owner_id=end_user_owner)
-    assert (folded, bool(summary)) == (20, True), "the end user's turns should have folded once"
+    assert (folded, bool(summary)) == (BATCH, True), "the end user's turns should have folded once"
     assert state_rows(langflow, flow_id=flow_id, owner_id=builder_id) == [(builder_id, session, "builder's notes", 20)]
 
     with data_subject_requests_enabled():

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from langflow_session_memory.migrations import runner
-from tests.app.langflow_client import slow_folds
+from tests.app.langflow_client import BACKLOG_SESSION_TURNS, BATCH, slow_folds, turns_to_fold
 
 FACT = "Our project is PRJ-123 on the EU cluster."
 QUESTION = "Which cluster and project were we on?"
@@ -55,8 +55,8 @@ def test_with_the_table_dropped_turns_and_deletes_still_work_and_migrate_brings_
 
     back = session()  # the table is back: memory works again, no restart
     langflow.run(memory_flow, FACT, session_id=back, tweaks=on)
-    talk(langflow, memory_flow, back, 11, tweaks=on)
-    assert langflow.sql("SELECT folded_count FROM session_memory_state WHERE session_id = :s", s=back) == [(20,)]
+    talk(langflow, memory_flow, back, turns_to_fold(2), tweaks=on)  # one turn past the first fold: 11 at the default
+    assert langflow.sql("SELECT folded_count FROM session_memory_state WHERE session_id = :s", s=back) == [(BATCH,)]
 
 
 def test_folding_works_on_a_model_that_rejects_temperature(langflow, fake_model):
@@ -66,7 +66,7 @@ def test_folding_works_on_a_model_that_rejects_temperature(langflow, fake_model)
     session_id = session()
     before = len(fake_model.requests())
     langflow.run(flow_id, FACT, session_id=session_id, tweaks=on)
-    talk(langflow, flow_id, session_id, 10, tweaks=on)
+    talk(langflow, flow_id, session_id, turns_to_fold(2) - 1, tweaks=on)  # the first batch folds after the last
     response = langflow.run(flow_id, QUESTION, session_id=session_id, tweaks=on)
 
     requests = fake_model.requests()[before:]
@@ -75,7 +75,7 @@ def test_folding_works_on_a_model_that_rejects_temperature(langflow, fake_model)
     [(folded_count, paused_until)] = langflow.sql(
         "SELECT folded_count, paused_until FROM session_memory_state WHERE session_id = :s", s=session_id
     )
-    assert (folded_count, paused_until) == (20, None)
+    assert (folded_count, paused_until) == (BATCH, None)
     assert "PRJ-123" in response.text
     assert "EU" in response.text
 
@@ -117,7 +117,7 @@ def test_eight_concurrent_turns_on_one_session_never_fold_twice_or_recreate_the_
     commits = [line for line in ours if "session_summary_fold latency_ms=" in line]
     resets = [line for line in ours if "session_summary_reset" in line]
     assert errors == []
-    assert folded_count >= 20
+    assert folded_count >= BATCH
     assert len(summary_requests(fake_model, before)) == len(commits)
     assert version == len(commits) + len(resets)
     for seen in seen_by_worker.values():
@@ -145,8 +145,10 @@ def test_a_context_window_that_is_not_a_number_gets_langflows_own_input_validati
 def test_the_switch_given_as_text_or_bool_turns_memory_on(langflow, fake_model, switch):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     session_id = session()
-    talk(langflow, flow_id, session_id, 12, tweaks={agent_id: {"summarize_older_messages": switch}})
-    assert langflow.sql("SELECT folded_count FROM session_memory_state WHERE session_id = :s", s=session_id) == [(20,)]
+    talk(langflow, flow_id, session_id, turns_to_fold(2) + 1, tweaks={agent_id: {"summarize_older_messages": switch}})
+    assert langflow.sql("SELECT folded_count FROM session_memory_state WHERE session_id = :s", s=session_id) == [
+        (BATCH,)
+    ]
 
 
 def test_a_number_for_the_switch_gets_its_default_as_langflow_gives_every_bool_input(langflow, fake_model):
@@ -159,7 +161,7 @@ def test_a_number_for_the_switch_gets_its_default_as_langflow_gives_every_bool_i
 
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     session_id = session()
-    talk(langflow, flow_id, session_id, 12, tweaks={agent_id: {"summarize_older_messages": 1}})
+    talk(langflow, flow_id, session_id, turns_to_fold(2) + 1, tweaks={agent_id: {"summarize_older_messages": 1}})
     assert langflow.sql("SELECT count(*) FROM session_memory_state WHERE session_id = :s", s=session_id) == [(0,)]
 
 
@@ -205,7 +207,8 @@ def test_no_turn_waits_for_a_routine_fold_and_recall_is_unchanged(langflow, fake
     before = len(fake_model.requests())
     turns = []  # (started, ended) of each turn, as the client sees it
     with slow_folds(fake_model, SLOW_FOLD_SECONDS):
-        for i in range(16):
+        # Three turns past the first fold (14 at the default): with the question, still short of a second batch.
+        for i in range(turns_to_fold(2) + 3):
             started = time.time()
             text_ = FACT if i == 0 else f"Filler turn {i}."
             langflow.run(flow_id, text_, session_id=session_id, tweaks=on, settle=False)
@@ -224,7 +227,9 @@ def test_no_turn_waits_for_a_routine_fold_and_recall_is_unchanged(langflow, fake
     ]
     assert in_flight, "no turn started while a fold ran"
     assert all(end - start < SLOW_FOLD_SECONDS / 2 for start, end in in_flight)  # none waited for the fold
-    assert langflow.sql("SELECT folded_count FROM session_memory_state WHERE session_id = :s", s=session_id) == [(20,)]
+    assert langflow.sql("SELECT folded_count FROM session_memory_state WHERE session_id = :s", s=session_id) == [
+        (BATCH,)
+    ]
     assert "PRJ-123" in response.text
     assert "EU" in response.text
     ours = [line for line in langflow.log_lines() if session_id in line]
@@ -236,7 +241,7 @@ def test_no_turn_waits_for_a_routine_fold_and_recall_is_unchanged(langflow, fake
 
 
 def test_deleting_a_session_while_its_background_fold_runs_leaves_no_row_and_no_text(langflow, fake_model):
-    flow_id, agent_id = langflow.seeded_folded_session(session_id := session(), turns=22)
+    flow_id, agent_id = langflow.seeded_folded_session(session_id := session(), turns=BACKLOG_SESSION_TURNS)
     on = {agent_id: {"summarize_older_messages": True}}
     before = len(fake_model.requests())
     with slow_folds(fake_model, SLOW_FOLD_SECONDS):

@@ -26,7 +26,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME, SUMMARY_KEPT_OUT
 from tests.app.langflow_app import serving_langflow, shared_log_file
-from tests.app.langflow_client import LangflowClient
+from tests.app.langflow_client import BATCH, LangflowClient, turns_to_fold
 from tests.app.test_session_memory_agent import FACT, QUESTION, switch_on_in_flow, talk
 from tests.databases import is_truthy
 from tests.test_cli import ROOT, run_make
@@ -39,9 +39,13 @@ SCREENSHOTS = Path(__file__).parent.parent.parent / "test-artifacts" / "browser"
 # Long enough to find and open the step while the model "thinks" about the answer.
 MODEL_LATENCY_S = 5.0
 UI_TIMEOUT_MS = 30_000
-FILLER_TURNS = 10  # the fact and 10 turns at N=2: messages 1-20 are folded after the last of them
-# The quick start's chat: the fact and 11 more messages at N=4 fold messages 1-20 after the 12th answer.
+FILLER_TURNS = turns_to_fold(2) - 1  # the fact and 10 turns at N=2 (at the default): the first batch folds after them
+# The quick start's chat, as the README says: the fact and 11 more messages at N=4 fold messages 1-20 after the 12th
+# answer. At another batch size the same chat folds every full batch of those 20 older messages, and every answer
+# after the first fold shows the step (the question's alone at the default).
 QUICK_START_MESSAGES = 11
+QUICK_START_SUMMARIZED = (2 * (1 + QUICK_START_MESSAGES) - 4) // BATCH * BATCH  # the README's 20 at the default
+QUICK_START_STEPS = 1 + QUICK_START_MESSAGES + 1 - turns_to_fold(4)
 EDITED_SUMMARY = "Key facts:\n- the customer is GLOBEX\nConversation so far:\n- the user named the customer"
 MAKE_RUN_START_TIMEOUT_S = 300  # installing is already done; Langflow's start: 60-90 s on two shared cores
 MAKE_RUN_STOP_TIMEOUT_S = 60
@@ -131,10 +135,14 @@ def memory_step(page: Page):
     return page.locator("button[aria-controls]", has_text=re.compile(STEP_NAME, re.IGNORECASE))
 
 
-def opened_memory_step(page: Page):
-    """Open the step if it is collapsed, and return the region that shows its arguments and output."""
-    toggle = memory_step(page)
-    expect(toggle).to_have_count(1)
+def opened_memory_step(page: Page, steps: int = 1):
+    """Open the newest answer's step if it is collapsed, and return the region that shows its arguments and output.
+
+    ``steps``: how many of the chat's answers show one.
+    """
+    toggles = memory_step(page)
+    expect(toggles).to_have_count(steps)
+    toggle = toggles.last
     if toggle.get_attribute("aria-expanded") != "true":
         toggle.click()
     return page.locator(f"[id='{toggle.get_attribute('aria-controls')}']")
@@ -260,8 +268,8 @@ def test_the_readme_quick_start(make_run, page):
         for i in range(1, QUICK_START_MESSAGES + 1):
             chat(page, chat_log, f"hello {i}", f"OK: hello {i}")
         chat(page, chat_log, QUESTION, "From our conversation: PRJ-123, EU")  # the turn waits for the fold
-        step = opened_memory_step(page)  # "open it to see earlier_messages_summarized 20"
-        expect(step).to_contain_text("earlier_messages_summarized20")
+        step = opened_memory_step(page, QUICK_START_STEPS)  # "open it to see earlier_messages_summarized 20"
+        expect(step).to_contain_text(f"earlier_messages_summarized{QUICK_START_SUMMARIZED}")
         expect(step).not_to_contain_text("PRJ-123")  # the stored answer: counts and a link, never the summary
         page.screenshot(path=SCREENSHOTS / "quick-start-2-session-memory-step.png")
 

@@ -15,8 +15,10 @@ from langflow_session_memory.services.session_memory.rules.assembly import HISTO
 from langflow_session_memory.services.session_memory.settings import WAIT_FOR_FOLDS_VARIABLE
 from langflow_session_memory.services.session_memory.summary.model_call import FOLD_OUTPUT_TOKENS
 from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
+from tests.app.langflow_client import BATCH, turns_to_fold
 
 FACT = "Our project is PRJ-123 on the EU cluster."
+FOLD_TURNS = turns_to_fold(2)  # at N=2, the turns after which the first batch is folded: 11 at the default
 
 
 @contextmanager
@@ -62,15 +64,17 @@ def test_the_fold_writes_a_whole_summary_whatever_the_agent_s_max_tokens(langflo
             langflow,
             flow_id,
             session_id,
-            [f"Turn {i}: we reviewed the rollout checklist item {i}." for i in range(11)],
+            [f"Turn {i}: we reviewed the rollout checklist item {i}." for i in range(FOLD_TURNS)],
             on,
         )
 
     [fold] = folds(fake_model, before)
     assert fold["body"]["max_completion_tokens"] == FOLD_OUTPUT_TOKENS  # not the Agent's 150
     summary, folded_count, _version, paused_until, _error = state(langflow, session_id)
-    assert (folded_count, paused_until) == (20, None)
-    assert summary.endswith("The user wrote: Turn 9: we reviewed the rollout checklist item 9.")  # not cut short
+    assert (folded_count, paused_until) == (BATCH, None)
+    last = BATCH // 2 - 1  # the batch's last turn: 9 at the default
+    not_cut_short = f"The user wrote: Turn {last}: we reviewed the rollout checklist item {last}."
+    assert summary.endswith(not_cut_short)
 
 
 @pytest.mark.expect_log
@@ -79,7 +83,7 @@ def test_a_summary_that_parrots_the_prompt_is_never_stored_and_the_pause_says_wh
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = new_session()
     with behaving(fake_model, echo_output=True, fail_only_summaries=True):
-        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(10))], on)
+        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(FOLD_TURNS - 1))], on)
 
     summary, folded_count, _version, paused_until, last_error = state(langflow, session_id)
     assert (summary, folded_count) == ("", 0)
@@ -93,9 +97,9 @@ def test_headings_a_model_writes_its_own_way_are_stored_as_ours(langflow, fake_m
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = new_session()
     with behaving(fake_model, heading_style="bold"):
-        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(10))], on)
+        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(FOLD_TURNS - 1))], on)
     summary, folded_count, *_ = state(langflow, session_id)
-    assert folded_count == 20
+    assert folded_count == BATCH
     assert summary.startswith("Key facts:\n- Our project is PRJ-123 on the EU cluster.")
     assert "\nConversation so far:\n" in summary
 
@@ -105,10 +109,10 @@ def test_a_session_of_short_messages_keeps_folding(langflow, fake_model):
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = new_session()
     with behaving(fake_model, verbose_summary=True):
-        talk(langflow, flow_id, session_id, ["ok"] * 21, on)
+        talk(langflow, flow_id, session_id, ["ok"] * turns_to_fold(2, batches=2), on)  # 21 at the default
     summary, folded_count, _version, paused_until, _error = state(langflow, session_id)
-    assert (folded_count, paused_until) == (40, None)
-    assert len(summary.split()) > 40  # longer than the forty words it replaced, and no reason to stop
+    assert (folded_count, paused_until) == (2 * BATCH, None)
+    assert len(summary.split()) > 2 * BATCH  # longer than the one-word messages it replaced, and no reason to stop
 
 
 LLAMA = {"profile": "llama-cpp-python", "context_limit_tokens": 2048}
@@ -156,7 +160,8 @@ def test_a_paused_backlog_opens_with_a_user_message_for_strict_chat_templates(la
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = new_session()
     with behaving(fake_model, fail_status=500, fail_only_summaries=True):
-        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(25))], on)
+        # Over two batches older than the window when the question comes (25 fillers at the default).
+        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(BATCH + 5))], on)
     with behaving(fake_model, strict_alternation=True):
         response = langflow.run(flow_id, "Which cluster were we on?", session_id=session_id, tweaks=on, check=False)
         last = fake_model.requests()[-1]
@@ -171,7 +176,7 @@ def test_without_usage_in_streams_the_turn_reports_an_estimate_and_says_so(langf
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = new_session()
     with behaving(fake_model, profile="llama-cpp-python"):
-        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(11))], on)
+        talk(langflow, flow_id, session_id, [FACT, *(f"Filler turn {i}." for i in range(FOLD_TURNS))], on)
     [(properties,)] = langflow.sql(
         "SELECT properties FROM message WHERE session_id = :s AND sender = 'Machine' ORDER BY timestamp DESC LIMIT 1",
         s=session_id,
@@ -185,7 +190,8 @@ def test_without_usage_in_streams_the_turn_reports_an_estimate_and_says_so(langf
 # Qwen2.5-Coder 1.5B on two cores (docs/real-model.md) is 67 and 10 tokens a second; here 40x faster, so that a
 # fold still runs when the next turn comes (the turns are sent back to back) and the session takes seconds.
 ONE_SLOT = {"profile": "llama-cpp-python", "prompt_tokens_per_s": 2700.0, "output_tokens_per_s": 400.0}
-BACK_TO_BACK_TURNS = 24  # at N=4, folds are due after turns 12 and 22
+FOLDS_DUE_AFTER = (turns_to_fold(4), turns_to_fold(4, batches=2))  # at N=4: after turns 12 and 22 at the default
+BACK_TO_BACK_TURNS = FOLDS_DUE_AFTER[-1] + 2  # 24 at the default
 
 
 def back_to_back(langflow, fake_model, *, session_memory: bool) -> tuple[list[dict], str]:
@@ -219,12 +225,12 @@ def test_back_to_back_turns_on_a_one_slot_server_let_every_fold_land_and_keep_th
         stock, _ = back_to_back(langflow, fake_model, session_memory=False)
 
     summary, folded_count, _version, paused_until, _error = state(langflow, session_id)
-    assert (folded_count, paused_until) == (40, None)  # both folds landed, none failed
+    assert (folded_count, paused_until) == (2 * BATCH, None)  # both folds landed, none failed
     assert "PRJ-123" in summary
     assert "session_summary_fold_waited" in "\n".join(langflow.log_lines())
     # The first turn, and the turn after each fold (the slot held the fold's prompt), evaluate their whole
     # prompt; every other turn only its new message, fewer tokens than the stock Agent's, whose window slides.
-    assert whole_prompt_evaluated(ours) == [0, 12, 22]
+    assert whole_prompt_evaluated(ours) == [0, *FOLDS_DUE_AFTER]
     assert whole_prompt_evaluated(stock) == [0]
-    between_folds = [turn for turn in range(2, BACK_TO_BACK_TURNS) if turn not in (12, 22)]
+    between_folds = [turn for turn in range(2, BACK_TO_BACK_TURNS) if turn not in FOLDS_DUE_AFTER]
     assert all(ours[turn]["evaluated_tokens"] < stock[turn]["evaluated_tokens"] for turn in between_folds)

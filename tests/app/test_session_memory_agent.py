@@ -12,6 +12,7 @@ import langflow_session_memory
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
+from tests.app.langflow_client import BATCH, FOLDED_SESSION_TURNS, turns_to_fold
 
 FACT = "Our project is PRJ-123 on the EU cluster."
 QUESTION = "Which cluster and project were we on?"
@@ -63,7 +64,7 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     session_id = f"session-{uuid.uuid4()}"
     langflow.run(flow_id, FACT, session_id=session_id)
-    talk(langflow, flow_id, session_id, 10)
+    talk(langflow, flow_id, session_id, turns_to_fold(2) - 1)  # 10 at the default
 
     before = len(fake_model.requests())
     langflow.run(flow_id, QUESTION, session_id=session_id)
@@ -75,7 +76,8 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
     response = langflow.run(
         flow_id, QUESTION, session_id=session_id, tweaks={agent_id: {"summarize_older_messages": True}}, stream=True
     )
-    # 23 older messages: sent raw (at most two batches), then folded after the answer.
+    # A batch and one older than the window (21 at the default): sent raw (at most two batches), then folded after
+    # the answer.
     assert [r["kind"] for r in fake_model.requests()[before:]] == ["chat", "summary"]
     on_request = chat_requests(fake_model, before)[-1]
     system, (role, first), *_ = contents(on_request)
@@ -91,7 +93,7 @@ def test_switch_on_carries_the_first_facts_that_the_stock_window_drops(langflow,
         "SELECT version, folded_count FROM session_memory_state WHERE session_id = :s", s=session_id
     )
     assert version >= 1
-    assert folded_count == 20
+    assert folded_count == BATCH
     assert langflow.sql("SELECT count(*) FROM message WHERE text LIKE '%Key facts%'") == [(0,)]
     assert any("session_summary_fold latency_ms=" in line and session_id in line for line in langflow.log_lines())
 
@@ -149,7 +151,7 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     switch_on_in_flow(langflow, flow_id, agent_id)
     session_id = f"step-{uuid.uuid4()}"
     langflow.run(flow_id, FACT, session_id=session_id)
-    talk(langflow, flow_id, session_id, 10)
+    talk(langflow, flow_id, session_id, turns_to_fold(2) - 1)  # the first batch folds after the last of them
 
     events = playground_turn(langflow, flow_id, QUESTION, session_id)
 
@@ -158,7 +160,7 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     ]
     assert any("PRJ-123" in (step["output"] or "") for step in steps)  # the summary, while the answer is written
     final = steps[-1]
-    assert final["tool_input"]["earlier_messages_summarized"] == 20
+    assert final["tool_input"]["earlier_messages_summarized"] == BATCH
     assert final["tool_input"]["folded_this_turn"] == 0  # folded after the previous answer
     assert f"/api/v1/session_memory/{flow_id}/sessions/{session_id}" in final["tool_input"]["summary_api"]
     summary_page = f"/api/v1/session_memory/{flow_id}/sessions/{session_id}/summary"
@@ -194,7 +196,7 @@ def load_component_class():
 def test_an_agent_built_without_init_reads_the_stock_history_and_never_tries_memory(langflow):
     """Built as Langflow's own Agent tests build one (no ``__init__``: the switch never set), on a folded session."""
     session_id = f"bare-{uuid.uuid4()}"
-    flow_id, _ = langflow.seeded_folded_session(session_id)  # 24 messages, the first 20 summarized
+    flow_id, _ = langflow.seeded_folded_session(session_id)  # 24 messages, the first 20 summarized, at the default
     graph = SimpleNamespace(session_id=session_id, flow_id=flow_id, user_id=str(langflow.user_id), end_user_id=None)
 
     def bare(cls):
@@ -207,7 +209,11 @@ def test_an_agent_built_without_init_reads_the_stock_history_and_never_tries_mem
     ours = langflow.on_app_loop(bare(load_component_class()).get_memory_data)
     stock = langflow.on_app_loop(bare(AgentComponent).get_memory_data)
 
-    assert [m.text for m in stock][-2:] == ["Turn 11: note code CODE-11.", "OK: Turn 11: note code CODE-11."]
+    last = FOLDED_SESSION_TURNS - 1
+    assert [m.text for m in stock][-2:] == [
+        f"Turn {last}: note code CODE-{last}.",
+        f"OK: Turn {last}: note code CODE-{last}.",
+    ]
     assert [(m.sender, m.text) for m in ours] == [(m.sender, m.text) for m in stock]
     assert len(ours) == 5
     logged = langflow.log_lines()[log_start:]
@@ -232,9 +238,9 @@ def test_a_background_folds_tokens_are_added_to_the_next_turns_stored_usage(lang
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     session_id = f"usage-{uuid.uuid4()}"
     on = {agent_id: {"summarize_older_messages": True}}
-    talk(langflow, flow_id, session_id, 10, tweaks=on)
+    talk(langflow, flow_id, session_id, turns_to_fold(2) - 1, tweaks=on)
     before = len(fake_model.requests())
-    langflow.run(flow_id, "The turn after which 20 older messages wait.", session_id=session_id, tweaks=on)
+    langflow.run(flow_id, f"The turn after which {BATCH} older messages wait.", session_id=session_id, tweaks=on)
     [fold] = summary_requests(fake_model, before)
 
     before = len(fake_model.requests())
@@ -262,5 +268,6 @@ def test_fifty_turns_against_a_strict_alternation_model_never_get_a_400(langflow
         statuses = [r["status"] for r in fake_model.requests()[before:]]
     finally:
         fake_model.config.strict_alternation = False
-    assert len(summary_requests(fake_model, before)) >= 4
+    # Every full batch older than the window folds: 50 turns at N=4 leave 96 messages older (4 batches at the default).
+    assert len(summary_requests(fake_model, before)) >= (2 * 50 - 4) // BATCH
     assert set(statuses) == {200}

@@ -12,7 +12,13 @@ from sqlalchemy import text
 from langflow_session_memory.api import TABLE_MISSING
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
-from tests.app.langflow_client import FOLDED_MESSAGES, SEEDED_SUMMARY, STARTER_FLOW, insert_state_row
+from tests.app.langflow_client import (
+    FOLDED_MESSAGES,
+    FOLDED_SESSION_TURNS,
+    SEEDED_SUMMARY,
+    STARTER_FLOW,
+    insert_state_row,
+)
 from tests.app.langflow_subjects import Builder, multi_user_mode
 
 SUMMARY_PREFIX = SUMMARY_FRAME.split("{summary}")[0].strip()
@@ -239,13 +245,13 @@ def test_a_connected_summary_model_writes_the_summaries(langflow, fake_model):
     on = {agent_id: {"summarize_older_messages": True}}
     session_id = new_session()
     before = len(fake_model.requests())
-    for turn in range(12):
+    for turn in range(FOLDED_SESSION_TURNS):
         langflow.run(flow_id, f"Turn {turn}: note code CODE-{turn}.", session_id=session_id, tweaks=on)
 
     requests = fake_model.requests()[before:]
     assert {r["body"]["model"] for r in requests if r["kind"] == "summary"} == {"gpt-4.1-mini"}
     assert {r["body"]["model"] for r in requests if r["kind"] == "chat"} == {"gpt-4o-mini"}
-    assert langflow.state_rows(flow_id) == [(session_id, 20)]
+    assert langflow.state_rows(flow_id) == [(session_id, FOLDED_MESSAGES)]
 
 
 MARKER = "SUMMARY-TEXT-MARKER-5521"

@@ -1,10 +1,11 @@
 """The "Session Memory Chat" starter flow through the real app: among Langflow's templates, and it remembers."""
 
 from langflow_session_memory.starter_flow import install_starter_flow, saved_flow
+from tests.app.langflow_client import BATCH, turns_to_fold
 from tests.app.test_session_memory_agent import FACT, QUESTION, talk
 
 STARTER_NAME = "Session Memory Chat"
-TURNS_BEFORE_THE_QUESTION = 12  # at N=4 the 12th answer leaves 20 older messages: they fold after it
+TURNS_BEFORE_THE_QUESTION = turns_to_fold(4)  # at N=4 the last answer leaves a batch older: it folds after it (12)
 
 
 def starter_template(langflow) -> dict:
@@ -52,7 +53,7 @@ def test_a_flow_made_from_the_starter_answers_from_its_summary(langflow):
 
     assert "PRJ-123" in answer["outputs"][0]["outputs"][0]["results"]["message"]["text"]
     row = langflow.http.get(f"/api/v1/session_memory/{flow_id}/sessions/{session_id}").raise_for_status().json()
-    assert row["folded_count"] == 20
+    assert row["folded_count"] == BATCH
     assert "PRJ-123" in row["summary"]
 
 

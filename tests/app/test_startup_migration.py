@@ -12,7 +12,13 @@ from sqlalchemy import inspect, text
 
 from langflow_session_memory.migrations import runner
 from tests.app.langflow_app import MIGRATED_EVENT, LangflowLog, database_engine, running_langflow, shared_log_file
-from tests.app.langflow_client import SEEDED_SUMMARY, LangflowClient, slow_folds
+from tests.app.langflow_client import (
+    BACKLOG_SESSION_TURNS,
+    FOLDED_MESSAGES,
+    SEEDED_SUMMARY,
+    LangflowClient,
+    slow_folds,
+)
 
 # Longer than the test: the fold is still waiting for its summary when the app stops.
 STUCK_FOLD_SECONDS = 60
@@ -47,7 +53,7 @@ def test_start_up_migrates_a_new_database_and_shutdown_cancels_a_fold_in_flight(
         assert client.get("/health").status_code == 200
         started = log.lines_since(start)
         langflow = LangflowClient(client, url=database_url, backend=backend, log_file=str(log.path))
-        flow_id, agent_id = langflow.seeded_folded_session("stopping", turns=22)
+        flow_id, agent_id = langflow.seeded_folded_session("stopping", turns=BACKLOG_SESSION_TURNS)
         tweaks = {agent_id: {"summarize_older_messages": True}}
         langflow.run(flow_id, "One more turn.", session_id="stopping", tweaks=tweaks, settle=False)
         langflow.wait_for_fold_claim("stopping")
@@ -63,7 +69,7 @@ def test_start_up_migrates_a_new_database_and_shutdown_cancels_a_fold_in_flight(
             text("SELECT summary, folded_count, fold_claimed_until FROM session_memory_state WHERE session_id = :s"),
             {"s": "stopping"},
         ).one()
-    assert tuple(row) == (SEEDED_SUMMARY, 20, None)  # the claim given back, the summary untouched
+    assert tuple(row) == (SEEDED_SUMMARY, FOLDED_MESSAGES, None)  # the claim given back, the summary untouched
 
     tables, revision = our_schema(database_url)
     assert tables == {"alembic_version_session_memory", "session_memory_state"}

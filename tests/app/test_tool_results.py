@@ -51,7 +51,8 @@ OWNER = tool_component("BuildOwner", "read_build_owner", "team", f'"{OWNER_HEAD}
 
 
 def turn(langflow, fake_model, *, memory: bool, question: str, model=MODEL, declared: bool = False, **server):
-    """One turn on a fresh flow with both tools, after 12 seeded turns (a summary of 20 of them, N=2 raw)."""
+    """One turn on a fresh flow with both tools, after the seeded turns (12, a summary of the first 20 messages, at
+    the default; N=2 raw)."""
     session_id = f"tools-{uuid.uuid4()}"
     flow_id, agent_id = langflow.seeded_folded_session(session_id, tools=(BUILD_LOG, OWNER), model=model)
     tweaks = {agent_id: {"summarize_older_messages": memory}}

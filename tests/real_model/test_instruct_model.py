@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.app.langflow_client import BATCH, turns_to_fold
 from tests.real_model.sessions import answer_text, event_name, evict_cached_prompt, memory_events, requests_in
 
 REPORT = Path("test-artifacts/real-model/instruct.json")
@@ -41,8 +42,8 @@ DETAIL = "the flaky test was test_upload_retry"
 RECALL = "Which project and cluster are we on?"
 SEARCH = "Use search_earlier_messages to find the name of the flaky test."
 SEARCH_TURN = {"search_older_messages": True, "max_iterations": 3}
-# The first fold is due after turn 13 at N=6 (20 messages older than the window); two turns past it.
-FILLER_TURNS = range(len(FACTS) + 1, 16)
+# The first fold is due after turn 13 at N=6 (a batch older than the window, at the default); two turns past it.
+FILLER_TURNS = range(len(FACTS) + 1, turns_to_fold(N_MESSAGES) + 3)
 # A slow turn: over twice the stock Agent's median turn, and over 1.5 times the stock Agent's own time for that
 # turn (the first turn of both evaluates the whole system prompt: slow for both, and not memory's doing).
 SLOW_FACTOR = 2.0
@@ -132,7 +133,7 @@ def test_every_turn_with_memory_answers(session):
 
 
 def test_a_summary_is_stored_and_holds_the_planted_facts(session):
-    assert session["folded_count"] >= 20, "no fold was stored"
+    assert session["folded_count"] >= BATCH, "no fold was stored"
     missing = [fact for fact in PLANTED if fact.lower() not in session["summary"].lower()]
     assert not missing, f"the summary lacks {missing}"
 
@@ -154,7 +155,7 @@ def test_one_slow_turn_per_fold_at_most_and_the_median_turn_no_slower_than_the_s
         for ours, stock in zip(timed(session["memory"]), timed(session["stock"]), strict=True)
         if ours["seconds"] > max(SLOW_FACTOR * session["stock_median_s"], SAME_TURN_FACTOR * stock["seconds"])
     ]
-    folds = max(session["folded_count"] // 20, 1)
+    folds = max(session["folded_count"] // BATCH, 1)
     assert len(slow) <= folds, f"slow turns {slow} for {folds} fold(s)"
     medians = session["memory_median_s"], session["stock_median_s"]
     assert medians[0] <= medians[1], f"median turn {medians[0]} s with memory, {medians[1]} s for the stock Agent"

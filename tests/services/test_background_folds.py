@@ -12,7 +12,7 @@ from langflow_session_memory.services.session_memory.service import SessionMemor
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.testing.folds import running_folds, settle_folds
 from tests.chat import ScriptedChatModel
-from tests.services.test_service import WINDOW, delete_state_rows, row, seed, texts
+from tests.services.test_service import BATCH, WINDOW, delete_state_rows, row, seed, texts
 
 
 class StuckModel(ScriptedChatModel):
@@ -30,14 +30,14 @@ class StuckModel(ScriptedChatModel):
 async def test_the_fold_after_the_answer_folds_the_gap_and_the_next_turn_reports_its_tokens(
     service, sessions, key, captured_logs
 ):
-    rows, turn = await seed(sessions, key, 30 + WINDOW)
+    rows, turn = await seed(sessions, key, BATCH + BATCH // 2 + WINDOW)  # a batch and a half older than the window
     model = ScriptedChatModel()
     assert (await service.build_history(turn, model)).fold_due
 
     await service.fold_after_turn(turn, model)
 
     state = await row(sessions, key)
-    assert (len(model.calls), state.folded_count, state.cursor.message_id) == (1, 20, rows[19].id)
+    assert (len(model.calls), state.folded_count, state.cursor.message_id) == (1, BATCH, rows[BATCH - 1].id)
     assert (state.unreported_usage.input_tokens, state.unreported_usage.output_tokens) == (100, 10)
     folds = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold ")]
     assert len(folds) == 1
@@ -45,13 +45,13 @@ async def test_the_fold_after_the_answer_folds_the_gap_and_the_next_turn_reports
 
     next_turn = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
     assert (next_turn.folded, next_turn.fold_usage.input_tokens, next_turn.fold_usage.output_tokens) == (0, 100, 10)
-    assert texts(next_turn)[2:] == [r.text for r in rows[20:]]  # no stored input: the last row is history too
+    assert texts(next_turn)[2:] == [r.text for r in rows[BATCH:]]  # no stored input: the last row is history too
     once_more = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
     assert (once_more.fold_usage.input_tokens, once_more.fold_usage.output_tokens) == (0, 0)
 
 
 async def test_a_turn_that_finds_a_fold_running_does_not_wait_for_it(service, sessions, key, clock, captured_logs):
-    rows, turn = await seed(sessions, key, 61 + WINDOW)
+    rows, turn = await seed(sessions, key, 3 * BATCH + 1 + WINDOW)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(
@@ -71,7 +71,7 @@ async def test_only_a_compaction_waits_for_the_fold_elsewhere(sessions, key, clo
     service = SessionMemoryService(
         sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.3)
     )
-    _rows, turn = await seed(sessions, key, 61 + WINDOW)
+    _rows, turn = await seed(sessions, key, 3 * BATCH + 1 + WINDOW)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(
@@ -86,7 +86,7 @@ async def test_only_a_compaction_waits_for_the_fold_elsewhere(sessions, key, clo
 
 
 async def test_a_paused_session_sends_its_gap_raw_and_is_not_due(service, sessions, key, clock):
-    rows, turn = await seed(sessions, key, 25 + WINDOW)
+    rows, turn = await seed(sessions, key, BATCH + 5 + WINDOW)  # over a batch, within the two sent raw
     async with sessions.begin() as session:
         await store.create_if_absent(session, key)
         await store.pause(session, key, clock.now + timedelta(minutes=10), "timeout")
@@ -98,7 +98,7 @@ async def test_a_paused_session_sends_its_gap_raw_and_is_not_due(service, sessio
 
 
 async def test_a_session_deleted_during_a_failing_background_fold_leaves_no_row(service, sessions, key):
-    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    _rows, turn = await seed(sessions, key, BATCH + WINDOW)
 
     class DeletingThenFailingModel(ScriptedChatModel):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -111,7 +111,7 @@ async def test_a_session_deleted_during_a_failing_background_fold_leaves_no_row(
 
 
 async def test_shutdown_cancels_a_fold_in_flight_and_releases_its_claim(service, sessions, key, captured_logs):
-    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    _rows, turn = await seed(sessions, key, BATCH + WINDOW)
     model = StuckModel()
     folds = BackgroundFolds()
     folds.open()
@@ -148,7 +148,7 @@ LOCAL_SERVER = "http://127.0.0.1:8080/v1"  # llama.cpp on this machine
 async def test_on_a_self_hosted_server_a_new_turn_waits_for_the_fold_there_and_sends_its_summary(
     service, sessions, key, captured_logs
 ):
-    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    rows, turn = await seed(sessions, key, BATCH + WINDOW)
     folding = GatedModel()
     service.background.open()
     assert service.background.start(key, lambda: service.fold_after_turn(turn, folding), server=LOCAL_SERVER)
@@ -160,7 +160,7 @@ async def test_on_a_self_hosted_server_a_new_turn_waits_for_the_fold_there_and_s
     new_turn = Turn(key, WINDOW, rows[-1].id, model_server=LOCAL_SERVER, waits_for_folds=True)
     history = await service.build_history(new_turn, ScriptedChatModel())
 
-    assert (await row(sessions, key)).folded_count == 20  # the fold landed, none lost
+    assert (await row(sessions, key)).folded_count == BATCH  # the fold landed, none lost
     assert history.summary  # and the turn sends the summary it wrote
     assert not history.fold_due
     assert len(running_folds()) == 1  # another server's fold was not waited for
@@ -174,7 +174,7 @@ async def test_a_turn_waits_no_longer_than_the_fold_timeout(sessions, clock, key
     service = SessionMemoryService(
         sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.3)
     )
-    rows, _turn = await seed(sessions, key, 20 + WINDOW)
+    rows, _turn = await seed(sessions, key, BATCH + WINDOW)
     service.background.open()
     in_flight = asyncio.Event()  # a fold of several batches may run several fold timeouts
     assert service.background.start(key, in_flight.wait, server=LOCAL_SERVER)
@@ -189,7 +189,7 @@ async def test_a_turn_waits_no_longer_than_the_fold_timeout(sessions, clock, key
 
 
 async def test_on_a_hosted_provider_a_new_turn_leaves_its_session_s_fold_running(service, sessions, key, captured_logs):
-    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    rows, turn = await seed(sessions, key, BATCH + WINDOW)
     gate = asyncio.Event()
 
     class SlowModel(ScriptedChatModel):
@@ -207,7 +207,7 @@ async def test_on_a_hosted_provider_a_new_turn_leaves_its_session_s_fold_running
     assert len(running_folds()) == 1
     gate.set()
     await settle_folds()
-    assert (await row(sessions, key)).folded_count == 20  # the fold went on and landed
+    assert (await row(sessions, key)).folded_count == BATCH  # the fold went on and landed
     assert not any(log["event"].startswith("session_summary_fold_waited") for log in captured_logs)
     await service.background.close()
 
@@ -233,7 +233,7 @@ async def test_without_an_open_server_loop_nothing_runs_in_the_background(key):
 
 
 async def test_a_failing_background_fold_is_logged_without_text(service, sessions, key, captured_logs):
-    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    _rows, turn = await seed(sessions, key, BATCH + WINDOW)
     service.background.open()
     secret = ScriptedChatModel(script=[RuntimeError("the secret customer name")])
 

@@ -6,6 +6,9 @@ from hypothesis import strategies as st
 
 from langflow_session_memory.services.session_memory.rules.context_size import estimate_tokens
 from langflow_session_memory.services.session_memory.rules.planner import plan_fold, raw_window_start
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
+
+BATCH = DEFAULT_POLICY.batch_size
 
 
 def test_raw_part_starts_at_a_user_message_and_fits():
@@ -31,8 +34,8 @@ def test_raw_window_start_always_fits_and_opens_a_turn(sizes, budget, data):
 
 
 def test_fold_all_folds_a_partial_last_batch_and_sends_nothing_raw():
-    plan = plan_fold(list(range(45)), paused=False, fold_all=True)
-    assert [len(batch) for batch in plan.batches] == [20, 20, 5]
+    plan = plan_fold(list(range(2 * BATCH + 5)), paused=False, fold_all=True)
+    assert [len(batch) for batch in plan.batches] == [BATCH, BATCH, 5]
     assert plan.raw_gap == ()
 
 

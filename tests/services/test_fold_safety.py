@@ -23,6 +23,7 @@ from langflow_session_memory.services.session_memory.storage.cleanup import inst
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import INLINE_BATCH, folded_turn
 
+BATCH = DEFAULT_POLICY.batch_size
 WINDOW = 10
 MARKER = "SECRET-MARKER-7731"
 
@@ -54,7 +55,7 @@ class ModelThatChangesTheBatch(ScriptedChatModel):
 
 
 async def test_a_message_deleted_while_its_batch_folds_never_reaches_the_summary(service, sessions, key):
-    rows = await seed(sessions, key, 20 + WINDOW)
+    rows = await seed(sessions, key, BATCH + WINDOW)
 
     async def delete_it():  # Langflow's bulk delete by ids (DELETE /api/v1/monitor/messages)
         async with sessions.begin() as session:
@@ -67,14 +68,14 @@ async def test_a_message_deleted_while_its_batch_folds_never_reaches_the_summary
     assert MARKER not in " ".join(m.text for m in history.messages)
 
     refold = ScriptedChatModel()
-    await store_rows(sessions, chat_rows(key, 1, first=20 + WINDOW))
+    await store_rows(sessions, chat_rows(key, 1, first=BATCH + WINDOW))
     await folded_turn(service, Turn(key, WINDOW, uuid.uuid4()), refold)
     assert len(refold.calls) == 1
     assert MARKER not in str(refold.calls[0])
 
 
 async def test_a_message_edited_while_its_batch_folds_never_reaches_the_summary(service, sessions, key):
-    rows = await seed(sessions, key, 20 + WINDOW)
+    rows = await seed(sessions, key, BATCH + WINDOW)
 
     async def edit_it():  # PUT /api/v1/monitor/messages/{id}: a unit-of-work update that sets edit=True
         async with sessions.begin() as session:
@@ -93,7 +94,7 @@ async def test_a_message_edited_while_its_batch_folds_never_reaches_the_summary(
 
 
 async def test_a_batch_changed_between_the_read_and_the_claim_is_not_folded(sessions, key, monkeypatch):
-    rows = await seed(sessions, key, 20 + WINDOW)
+    rows = await seed(sessions, key, BATCH + WINDOW)
     claim = FoldRunner._claim
 
     async def deleting_before_the_claim(runner, state, mode):
@@ -110,7 +111,7 @@ async def test_a_batch_changed_between_the_read_and_the_claim_is_not_folded(sess
 
 
 async def test_completing_an_answer_in_place_is_not_an_edit(service, sessions, key):
-    rows = chat_rows(key, 20 + WINDOW)
+    rows = chat_rows(key, BATCH + WINDOW)
     rows[5].text, rows[5].properties = "", {**rows[5].properties, "state": "partial"}  # an answer still streaming
     await store_rows(sessions, rows)
     await folded_turn(service, Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
@@ -121,7 +122,7 @@ async def test_completing_an_answer_in_place_is_not_an_edit(service, sessions, k
         message.text, message.properties = "the full answer", {**message.properties, "state": "complete"}
 
     after = await state(sessions, key)
-    assert (after.summary, after.version, after.folded_count) == (folded.summary, folded.version, 20)
+    assert (after.summary, after.version, after.folded_count) == (folded.summary, folded.version, BATCH)
 
 
 def waits_for_a_fold_elsewhere(captured_logs) -> list[str]:
@@ -135,7 +136,7 @@ def waited_ms(event: str) -> int:
 async def test_a_claim_far_in_the_future_neither_stalls_nor_blocks_folding(
     service, sessions, key, clock, captured_logs
 ):
-    rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
+    rows = await store_rows(sessions, chat_rows(key, BATCH + WINDOW))
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         await store.claim_fold(session, seen, datetime(2099, 1, 1, tzinfo=clock.now.tzinfo), clock.now, timedelta(0))
@@ -144,12 +145,12 @@ async def test_a_claim_far_in_the_future_neither_stalls_nor_blocks_folding(
     await folded_turn(service, Turn(key, WINDOW, rows[-1].id), model)
 
     assert waits_for_a_fold_elsewhere(captured_logs) == []  # it took the claim at once
-    assert (len(model.calls), (await state(sessions, key)).folded_count) == (1, 20)
+    assert (len(model.calls), (await state(sessions, key)).folded_count) == (1, BATCH)
     assert (await state(sessions, key)).fold_claimed_until is None
 
 
 async def test_a_compaction_never_waits_longer_than_one_fold_timeout(sessions, key, clock, captured_logs):
-    rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
+    rows = await store_rows(sessions, chat_rows(key, BATCH + WINDOW))
     service = SessionMemoryService(
         sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.5)
     )
@@ -168,7 +169,7 @@ async def test_a_compaction_waits_seconds_not_a_fold_timeout_for_a_dead_workers_
     service, sessions, key, clock, captured_logs
 ):
     """A worker died mid-fold: its claim holds three fold timeouts; the refused turn used to wait a whole one (60 s)."""
-    rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
+    rows = await store_rows(sessions, chat_rows(key, BATCH + WINDOW))
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(
@@ -194,9 +195,10 @@ async def test_compaction_with_zero_messages_touches_no_table(clock, key):
 
 
 async def test_an_agent_never_sends_fewer_raw_messages_than_its_own_n(service, sessions, key):
-    rows = await store_rows(sessions, chat_rows(key, 60))
+    # Two batches and a half older than the small Agent's window (50 at the default): it folds two batches.
+    rows = await store_rows(sessions, chat_rows(key, 2 * BATCH + BATCH // 2 + WINDOW))
     await folded_turn(service, Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
-    assert (await state(sessions, key)).folded_count == 40  # the small Agent folded into the big one's window
+    assert (await state(sessions, key)).folded_count == 2 * BATCH  # the small Agent folded into the big one's window
 
     wide = await service.build_history(Turn(key, 50, rows[-1].id), ScriptedChatModel())
 
@@ -207,7 +209,7 @@ async def test_an_agent_never_sends_fewer_raw_messages_than_its_own_n(service, s
 async def test_a_failed_summary_write_pauses_and_logs_no_text(
     service, sessions, key, clock, captured_logs, monkeypatch
 ):
-    rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
+    rows = await store_rows(sessions, chat_rows(key, BATCH + WINDOW))
 
     async def failing_write(session, seen, new):
         raise OperationalError("UPDATE session_memory_state SET summary=?", {"summary": new.summary}, Exception("full"))
@@ -227,7 +229,7 @@ async def test_a_failed_summary_write_pauses_and_logs_no_text(
 async def test_a_provider_error_quoting_the_prompt_is_logged_and_stored_without_it(
     service, sessions, key, captured_logs
 ):
-    rows = await store_rows(sessions, chat_rows(key, 20 + WINDOW))
+    rows = await store_rows(sessions, chat_rows(key, BATCH + WINDOW))
     model = ScriptedChatModel(script=[ValueError(f"Bad request: your messages say {MARKER}")])
     await folded_turn(service, Turn(key, WINDOW, rows[-1].id), model)
 
@@ -236,7 +238,7 @@ async def test_a_provider_error_quoting_the_prompt_is_logged_and_stored_without_
 
 
 async def test_two_workers_on_one_session_make_one_fold_call_per_batch_and_versions_only_grow(sessions, key, clock):
-    await store_rows(sessions, chat_rows(key, 100 + WINDOW))
+    await store_rows(sessions, chat_rows(key, 5 * BATCH + WINDOW))
 
     class SlowModel(ScriptedChatModel):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -253,18 +255,18 @@ async def test_two_workers_on_one_session_make_one_fold_call_per_batch_and_versi
         versions.append((await state(sessions, key)).version)
 
     final = await state(sessions, key)
-    assert final.folded_count == 100
-    assert len(model.calls) == final.folded_count // 20 == final.version
+    assert final.folded_count == 5 * BATCH
+    assert len(model.calls) == final.folded_count // BATCH == final.version
     assert versions == sorted(versions)
 
 
 @pytest.mark.parametrize("first", ["blank", "no sender"])
 async def test_roles_alternate_when_the_first_row_sent_is_blank_or_has_no_sender(service, sessions, key, first):
-    rows = chat_rows(key, 20 + WINDOW, first=1)  # the window opens with a Machine row: no acknowledgement needed
+    rows = chat_rows(key, BATCH + WINDOW, first=1)  # the window opens with a Machine row: no acknowledgement needed
     if first == "blank":
-        rows[20].text = "   "  # lfx leaves blank rows out, so the next sent row is the user's
+        rows[BATCH].text = "   "  # lfx leaves blank rows out, so the next sent row is the user's
     else:
-        rows[20].sender = ""  # lfx sends a row without a sender as a user message
+        rows[BATCH].sender = ""  # lfx sends a row without a sender as a user message
     await store_rows(sessions, rows)
     history = await folded_turn(service, Turn(key, WINDOW, rows[-1].id), ScriptedChatModel())
     sent = [m for m in history.messages if (m.text or "").strip()]
@@ -273,8 +275,8 @@ async def test_roles_alternate_when_the_first_row_sent_is_blank_or_has_no_sender
 
 
 async def test_after_another_workers_fold_the_early_fold_size_rule_still_applies(sessions, key, clock):
-    rows = chat_rows(key, 20 + WINDOW)
-    rows[22].text = "Here is the log:\n" + "2026-01-01 12:00:00 ERROR worker-7 connection reset by peer\n" * 100
+    rows = chat_rows(key, BATCH + WINDOW)
+    rows[BATCH + 2].text = "Here is the log:\n" + "2026-01-01 12:00:00 ERROR worker-7 connection reset by peer\n" * 100
     await store_rows(sessions, rows)
     async with sessions.begin() as session:  # another worker is folding this session's first batch
         seen = await store.create_if_absent(session, key)

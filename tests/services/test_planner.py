@@ -76,42 +76,43 @@ def test_the_prompt_never_holds_more_unfolded_messages_than_two_batches(unfolded
 def test_a_turn_folds_inside_itself_only_the_excess_over_two_batches(unfolded):
     plan = plan_read(session(unfolded, 0)[0], paused=False)
     folded = sum(len(batch) for batch in plan.batches)
-    if unfolded <= 40:
+    if unfolded <= 2 * BATCH:
         assert (folded, len(plan.raw_gap)) == (0, unfolded)
     elif unfolded < DEFAULT_POLICY.gap_limit:
-        assert folded == 20 * -(-(unfolded - 40) // 20)
+        assert folded == BATCH * -(-(unfolded - 2 * BATCH) // BATCH)
         assert folded + len(plan.raw_gap) == unfolded
     else:
-        assert (folded, plan.raw_gap) == (40, ())
+        assert (folded, plan.raw_gap) == (2 * BATCH, ())
 
 
 @given(unfolded=st.integers(0, 400), paused=st.booleans())
 def test_after_the_answer_every_full_batch_folds_at_most_three_and_none_while_paused(unfolded, paused):
     gap = session(unfolded, 0)[0]
     plan = plan_read(gap, paused=paused, after_answer=True)
-    # The rule itself, not the module's constants: 3 batches of 20 at most, the oldest first.
-    expected_batches = 0 if paused else min(unfolded // 20, 3)
-    assert [list(batch) for batch in plan.batches] == [gap[i * 20 : (i + 1) * 20] for i in range(expected_batches)]
+    # The rule itself, not the policy's derived limits: 3 batches at most, the oldest first.
+    expected_batches = 0 if paused else min(unfolded // BATCH, 3)
+    expected = [gap[i * BATCH : (i + 1) * BATCH] for i in range(expected_batches)]
+    assert [list(batch) for batch in plan.batches] == expected
 
 
-def test_gap_of_40_is_sent_raw_and_folded_after_the_answer():
-    gap = session(40, 0)[0]
+def test_a_gap_of_two_batches_is_sent_raw_and_folded_after_the_answer():
+    gap = session(2 * BATCH, 0)[0]
     assert plan_fold(gap, paused=False) == plan_fold(gap, paused=True)
     assert plan_fold(gap, paused=False).raw_gap == tuple(gap)
     assert len(plan_fold(gap, paused=False, after_answer=True).batches) == 2
 
 
-def test_gap_of_41_folds_one_batch_in_the_turn_and_sends_21_raw():
-    gap = session(41, 0)[0]
+def test_a_gap_of_two_batches_and_one_folds_one_batch_in_the_turn_and_sends_a_batch_and_one_raw():
+    gap = session(2 * BATCH + 1, 0)[0]
     plan = plan_fold(gap, paused=False)
-    assert (len(plan.batches), plan.raw_gap) == (1, tuple(gap[20:]))
+    assert (len(plan.batches), plan.raw_gap) == (1, tuple(gap[BATCH:]))
 
 
-def test_backlog_of_80_or_more_folds_two_in_the_turn_and_leaves_the_rest():
-    plan = plan_read(session(200, 0)[0], paused=False)
+def test_a_backlog_of_four_batches_or_more_folds_two_in_the_turn_and_leaves_the_rest():
+    plan = plan_read(session(10 * BATCH, 0)[0], paused=False)
     assert (len(plan.batches), plan.raw_gap) == (2, ())
 
 
 def test_a_paused_backlog_over_two_batches_sends_nothing_of_it():
-    plan = plan_fold(session(41, 0)[0], paused=True)
+    plan = plan_fold(session(2 * BATCH + 1, 0)[0], paused=True)
     assert plan == plan_fold([], paused=True)

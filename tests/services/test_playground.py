@@ -16,6 +16,7 @@ from langflow_session_memory.services.session_memory.agent.playground import (
     with_turn_facts,
     without_summary,
 )
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 
@@ -126,7 +127,7 @@ def test_a_section_header_after_a_bullet_starts_its_own_paragraph_in_the_playgro
 async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_before_any_summary(
     service, sessions, key, clock
 ):
-    rows = await store_rows(sessions, chat_rows(key, 20 + 10))
+    rows = await store_rows(sessions, chat_rows(key, DEFAULT_POLICY.batch_size + 10))  # a batch older than N=10
     refusing = ScriptedChatModel(script=["Error: the model is overloaded"])  # the first fold is rejected: a pause
 
     turn = Turn(key, 10, rows[-1].id)

@@ -20,9 +20,10 @@ from langflow_session_memory.services.session_memory.summary.model_call import F
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.summaries import RecordedRuns, cached_answer
 
+BATCH = DEFAULT_POLICY.batch_size
 WINDOW = 10
 # Unfolded messages that make a turn fold one batch inside itself: the excess over the two batches it sends raw.
-INLINE_BATCH = 60
+INLINE_BATCH = DEFAULT_POLICY.raw_gap_limit + BATCH
 
 
 async def seed(sessions, key, count, **kwargs) -> tuple[list, Turn]:
@@ -57,16 +58,18 @@ async def folded_turn(service, turn, model):
 @pytest.mark.parametrize(
     ("unfolded", "inline_folds", "raw", "due", "after_answer_folds"),
     [
-        (0, 0, 0, False, 0),
-        (17, 0, 17, False, 0),
-        (18, 0, 18, False, 0),  # 18 + the answer = 19: no batch yet
-        (19, 0, 19, True, 1),  # 19 + the answer = 20: a batch once the answer is stored
-        (20, 0, 20, True, 1),
-        (40, 0, 40, True, 2),
-        (41, 1, 21, True, 1),
-        (61, 2, 21, True, 1),
-        (79, 2, 39, True, 2),
-        (200, 2, 0, True, 3),
+        pytest.param(0, 0, 0, False, 0, id="no-gap"),
+        pytest.param(BATCH - 3, 0, BATCH - 3, False, 0, id="three-short-of-a-batch"),
+        # With the answer: still one short, no batch yet.
+        pytest.param(BATCH - 2, 0, BATCH - 2, False, 0, id="two-short-of-a-batch"),
+        # With the answer: a batch once the answer is stored.
+        pytest.param(BATCH - 1, 0, BATCH - 1, True, 1, id="one-short-of-a-batch"),
+        pytest.param(BATCH, 0, BATCH, True, 1, id="a-batch"),
+        pytest.param(2 * BATCH, 0, 2 * BATCH, True, 2, id="two-batches"),
+        pytest.param(2 * BATCH + 1, 1, BATCH + 1, True, 1, id="two-batches-and-one"),
+        pytest.param(3 * BATCH + 1, 2, BATCH + 1, True, 1, id="three-batches-and-one"),
+        pytest.param(4 * BATCH - 1, 2, 2 * BATCH - 1, True, 2, id="one-short-of-four-batches"),
+        pytest.param(10 * BATCH, 2, 0, True, 3, id="ten-batches"),
     ],
 )
 async def test_a_turn_sends_up_to_two_batches_raw_and_the_answer_s_fold_folds_every_full_batch(
@@ -78,10 +81,10 @@ async def test_a_turn_sends_up_to_two_batches_raw_and_the_answer_s_fold_folds_ev
     history = await service.build_history(turn, model)
 
     assert len(model.calls) == inline_folds
-    assert history.folded == 20 * inline_folds
+    assert history.folded == BATCH * inline_folds
     window = [r.text for r in rows[unfolded:-1]]
     sent = texts(history)[2:] if inline_folds else texts(history)  # after the summary and its acknowledgement
-    assert sent == [r.text for r in rows[20 * inline_folds : 20 * inline_folds + raw]] + window
+    assert sent == [r.text for r in rows[BATCH * inline_folds : BATCH * inline_folds + raw]] + window
     assert (history.fold_usage.input_tokens, history.fold_usage.output_tokens) == (
         100 * inline_folds,
         10 * inline_folds,
@@ -91,7 +94,7 @@ async def test_a_turn_sends_up_to_two_batches_raw_and_the_answer_s_fold_folds_ev
     await store_rows(sessions, chat_rows(key, 1, first=unfolded + WINDOW))  # the answer is stored
     await service.fold_after_turn(turn, model)
 
-    folded = 20 * (inline_folds + after_answer_folds)
+    folded = BATCH * (inline_folds + after_answer_folds)
     state = await row(sessions, key)
     assert len(model.calls) == inline_folds + after_answer_folds
     if folded:
@@ -105,52 +108,52 @@ async def test_a_turn_sends_up_to_two_batches_raw_and_the_answer_s_fold_folds_ev
 
 
 async def test_backlog_is_folded_over_later_turns_in_order(service, sessions, key):
-    _rows, turn = await seed(sessions, key, 200 + WINDOW)
+    _rows, turn = await seed(sessions, key, 10 * BATCH + WINDOW)
     model = ScriptedChatModel()
     await folded_turn(service, turn, model)  # two batches inside the turn, three after its answer
     await folded_turn(service, Turn(key, WINDOW, input_message_id=None), model)
 
     firsts = [model.batch_texts(call)[0].split()[2] for call in range(len(model.calls))]
-    assert firsts == [str(20 * batch) for batch in range(10)]
-    assert (await row(sessions, key)).folded_count == 200
+    assert firsts == [str(BATCH * batch) for batch in range(10)]
+    assert (await row(sessions, key)).folded_count == 10 * BATCH
 
 
 async def test_summary_is_followed_by_an_acknowledgement_only_before_a_user_message(service, sessions, key):
-    _rows, turn = await seed(sessions, key, 21 + WINDOW)  # raw gap starts with message 20, a User message
+    _rows, turn = await seed(sessions, key, BATCH + 1 + WINDOW)  # raw gap starts with message BATCH, a User message
     history = await folded_turn(service, turn, ScriptedChatModel())
     assert [m.sender for m in history.messages[:3]] == ["User", "Machine", "User"]
     assert history.messages[1].text == SUMMARY_ACKNOWLEDGEMENT
 
     other = SessionKey(key.flow_id, key.owner_id, "odd")
-    _, turn = await seed(sessions, other, 20 + WINDOW, first=1)  # the window starts with a Machine message
+    _, turn = await seed(sessions, other, BATCH + WINDOW, first=1)  # the window starts with a Machine message
     history = await folded_turn(service, Turn(other, WINDOW, turn.input_message_id), ScriptedChatModel())
     assert [m.sender for m in history.messages[:2]] == ["User", "Machine"]
     assert history.messages[1].text != SUMMARY_ACKNOWLEDGEMENT
 
 
 async def test_fold_logs_latency_and_count(service, sessions, key, captured_logs):
-    _, turn = await seed(sessions, key, 20 + WINDOW)
+    _, turn = await seed(sessions, key, BATCH + WINDOW)
     await folded_turn(service, turn, ScriptedChatModel())
     logs = captured_logs
     folds = [log for log in logs if log["event"].startswith("session_summary_fold ")]
     assert len(folds) == 1
     assert folds[0]["log_level"] == "info"
-    assert " folded=20 " in folds[0]["event"]
+    assert f" folded={BATCH} " in folds[0]["event"]
     assert "latency_ms=" in folds[0]["event"]
 
 
 async def test_failure_keeps_summary_and_pauses_ten_minutes(service, sessions, key, clock, captured_logs):
-    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    _rows, turn = await seed(sessions, key, BATCH + WINDOW)
     await folded_turn(service, turn, ScriptedChatModel())
     before = await row(sessions, key)
-    await store_rows(sessions, chat_rows(key, 20, first=20 + WINDOW))
+    await store_rows(sessions, chat_rows(key, BATCH, first=BATCH + WINDOW))
     failing = ScriptedChatModel(script=[TimeoutError("model timed out")])
 
     history = await folded_turn(service, Turn(key, WINDOW, None), failing)
     logs = captured_logs
 
     after = await row(sessions, key)
-    assert (after.summary, after.folded_count, after.version) == (before.summary, 20, before.version)
+    assert (after.summary, after.folded_count, after.version) == (before.summary, BATCH, before.version)
     assert after.paused_until == clock.now + timedelta(minutes=10)
     assert "TimeoutError" in after.last_error
     assert history.summary == before.summary
@@ -167,11 +170,11 @@ async def test_failure_keeps_summary_and_pauses_ten_minutes(service, sessions, k
     await folded_turn(service, Turn(key, WINDOW, uuid.uuid4()), paused_model)
     assert len(paused_model.calls) == 1
     resumed = await row(sessions, key)
-    assert (resumed.folded_count, resumed.paused_until, resumed.last_error) == (40, None, None)
+    assert (resumed.folded_count, resumed.paused_until, resumed.last_error) == (2 * BATCH, None, None)
 
 
 async def test_rejected_summary_counts_as_failure(service, sessions, key, clock):
-    _, turn = await seed(sessions, key, 20 + WINDOW)
+    _, turn = await seed(sessions, key, BATCH + WINDOW)
     history = await folded_turn(service, turn, ScriptedChatModel(script=[""]))
     state = await row(sessions, key)
     assert (history.summary, state.summary, state.folded_count) == ("", "", 0)
@@ -180,8 +183,8 @@ async def test_rejected_summary_counts_as_failure(service, sessions, key, clock)
 
 
 async def test_lost_race_uses_the_winners_summary(service, sessions, key, clock, captured_logs):
-    _, turn = await seed(sessions, key, 20 + WINDOW)
-    winner = "Key facts:\n- written by another worker\nConversation so far:\n- the same twenty messages"
+    _, turn = await seed(sessions, key, BATCH + WINDOW)
+    winner = "Key facts:\n- written by another worker\nConversation so far:\n- the same batch of messages"
 
     class RacingModel(ScriptedChatModel):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -194,7 +197,7 @@ async def test_lost_race_uses_the_winners_summary(service, sessions, key, clock,
     logs = captured_logs
 
     state = await row(sessions, key)
-    assert (state.summary, state.version, state.folded_count) == (winner, 1, 20)
+    assert (state.summary, state.version, state.folded_count) == (winner, 1, BATCH)
     assert state.fold_claimed_until is None
     assert history.summary == winner
     assert texts(history)[0].endswith(winner)
@@ -202,7 +205,7 @@ async def test_lost_race_uses_the_winners_summary(service, sessions, key, clock,
 
 
 async def test_overlapping_turns_on_two_workers_make_one_fold_call(sessions, key, clock, captured_logs):
-    rows, _ = await seed(sessions, key, 20 + WINDOW)
+    rows, _ = await seed(sessions, key, BATCH + WINDOW)
 
     class SlowModel(ScriptedChatModel):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -220,11 +223,11 @@ async def test_overlapping_turns_on_two_workers_make_one_fold_call(sessions, key
     assert first.summary == second.summary != ""
     assert texts(first) == texts(second)
     state = await row(sessions, key)
-    assert (state.version, state.folded_count, state.fold_claimed_until) == (1, 20, None)
+    assert (state.version, state.folded_count, state.fold_claimed_until) == (1, BATCH, None)
 
 
 async def test_a_session_deleted_while_the_model_folds_stays_deleted(service, sessions, key):
-    _, turn = await seed(sessions, key, 20 + WINDOW)
+    _, turn = await seed(sessions, key, BATCH + WINDOW)
 
     class DeletingModel(ScriptedChatModel):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -238,7 +241,7 @@ async def test_a_session_deleted_while_the_model_folds_stays_deleted(service, se
 
 
 async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, clock):
-    _, turn = await seed(sessions, key, 20 + WINDOW)
+    _, turn = await seed(sessions, key, BATCH + WINDOW)
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
         assert await store.claim_fold(
@@ -250,13 +253,13 @@ async def test_a_claim_left_by_a_dead_worker_runs_out(service, sessions, key, cl
     history = await folded_turn(service, turn, model)
 
     assert len(model.calls) == 1
-    assert (await row(sessions, key)).folded_count == 20
+    assert (await row(sessions, key)).folded_count == BATCH
     assert history.fold_usage.input_tokens == 100  # the fold's, reported with the turn
     assert (await row(sessions, key)).fold_claimed_until is None
 
 
 async def test_a_worker_whose_read_went_stale_before_its_claim_calls_no_model(sessions, key, clock, monkeypatch):
-    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    rows, turn = await seed(sessions, key, BATCH + WINDOW)
     other_worker = SessionMemoryService(sessions=sessions, clock=clock)
     claim, overtaken = FoldRunner._claim, []
 
@@ -284,7 +287,7 @@ async def test_retry_within_a_turn_does_not_fold_again(service, sessions, key):
     assert len(model.calls) == 1
     assert texts(again) == texts(first)
     assert (again.folded, again.fold_usage.input_tokens, again.fold_usage.output_tokens) == (
-        20,
+        BATCH,
         100,
         10,
     )  # the retry reports the fold
@@ -313,11 +316,11 @@ async def test_a_stored_summary_over_the_cap_is_never_sent_and_the_session_is_fo
     service, sessions, key, captured_logs
 ):
     """A row written by an older version or by hand: every turn would have failed with it ("no longer fits")."""
-    rows, turn = await seed(sessions, key, 20 + WINDOW)
+    rows, turn = await seed(sessions, key, BATCH + WINDOW)
     huge = "Key facts:\n- " + "x" * 100_000 + "\nConversation so far:\n- y"
     async with sessions.begin() as session:
         seen = await store.create_if_absent(session, key)
-        folded = replace(seen, summary=huge, cursor=messages.cursor_of(rows[19]), folded_count=20)
+        folded = replace(seen, summary=huge, cursor=messages.cursor_of(rows[BATCH - 1]), folded_count=BATCH)
         assert await store.compare_and_swap(session, seen, folded)
     model = ScriptedChatModel()
 
@@ -327,7 +330,7 @@ async def test_a_stored_summary_over_the_cap_is_never_sent_and_the_session_is_fo
     assert "Current notes:\n(none yet)" in model.calls[0][-1].content  # folded again from the session's start
     assert model.batch_texts(0)[0].startswith("User: message 0 ")
     state = await row(sessions, key)
-    assert (state.folded_count, "x" * 100 in state.summary) == (20, False)
+    assert (state.folded_count, "x" * 100 in state.summary) == (BATCH, False)
     [reset] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_reset")]
     assert f"reason=summary_invalid detail='summary has {len(huge)} characters, over the 4000-character cap'" in reset
 
@@ -342,23 +345,23 @@ async def test_zero_messages_touches_no_table(clock, key):
 
 
 async def test_tied_timestamps_lose_and_duplicate_nothing(service, sessions, key):
-    rows, turn = await seed(sessions, key, 47 + WINDOW, tie_every=4)
+    rows, turn = await seed(sessions, key, 2 * BATCH + 7 + WINDOW, tie_every=4)
     model = ScriptedChatModel()
     history = await service.build_history(turn, model)
 
     folded = [line.split()[2] for call in range(len(model.calls)) for line in model.batch_texts(call)]
     sent = [m.text.split()[1] for m in history.messages[1:] if m.text != SUMMARY_ACKNOWLEDGEMENT]
     everything = folded + sent + [rows[-1].text.split()[1]]
-    assert sorted(everything, key=int) == [str(i) for i in range(47 + WINDOW)]
+    assert sorted(everything, key=int) == [str(i) for i in range(2 * BATCH + 7 + WINDOW)]
     assert len(everything) == len(set(everything))
 
 
 async def test_message_arriving_behind_the_cursor_is_refolded_not_lost(service, sessions, key, captured_logs):
-    _, turn = await seed(sessions, key, 20 + WINDOW)
+    _, turn = await seed(sessions, key, BATCH + WINDOW)
     await folded_turn(service, turn, ScriptedChatModel())
     late = chat_rows(key, 1, first=5)[0]
     late.id, late.text = uuid.uuid4(), "message late says fact-late arrived behind the cursor"
-    await store_rows(sessions, [late, *chat_rows(key, 20, first=20 + WINDOW)])  # and 20 more: a fold is due
+    await store_rows(sessions, [late, *chat_rows(key, BATCH, first=BATCH + WINDOW)])  # and a batch more: a fold is due
 
     model = ScriptedChatModel()
     await folded_turn(service, Turn(key, WINDOW, uuid.uuid4()), model)
@@ -366,7 +369,7 @@ async def test_message_arriving_behind_the_cursor_is_refolded_not_lost(service, 
     assert any(log["event"].startswith("session_summary_reset") for log in captured_logs)
     assert any("fact-late" in line for line in model.batch_texts(0))
     assert "Current notes:\n(none yet)" in model.calls[0][-1].content
-    assert (await row(sessions, key)).folded_count == 40  # 41 older messages: two full batches
+    assert (await row(sessions, key)).folded_count == 2 * BATCH  # two batches and one older: two full batches
 
 
 @pytest.mark.parametrize("stored", [100, 10_000])
@@ -415,16 +418,16 @@ async def test_with_every_message_folded_the_turn_sends_the_summary_and_its_own_
 async def test_a_context_folds_and_sends_only_its_own_messages(service, sessions, key):
     contexts = {name: replace(key, context_id=name) for name in ("ctx-a", "ctx-b")}
     stored = {
-        name: await store_rows(sessions, chat_rows(k, 30, first=i * 100))
+        name: await store_rows(sessions, chat_rows(k, BATCH + WINDOW, first=i * 100))
         for i, (name, k) in enumerate(contexts.items())
     }
     model = ScriptedChatModel()
 
     history = await folded_turn(service, Turn(contexts["ctx-a"], WINDOW, stored["ctx-a"][-1].id), model)
 
-    assert [line.split()[2] for line in model.batch_texts(0)] == [str(i) for i in range(20)]
-    assert texts(history)[2:] == [r.text for r in stored["ctx-a"][20:-1]]
-    assert (await row(sessions, contexts["ctx-a"])).folded_count == 20
+    assert [line.split()[2] for line in model.batch_texts(0)] == [str(i) for i in range(BATCH)]
+    assert texts(history)[2:] == [r.text for r in stored["ctx-a"][BATCH:-1]]
+    assert (await row(sessions, contexts["ctx-a"])).folded_count == BATCH
     assert await row(sessions, contexts["ctx-b"]) is None
 
 
@@ -438,9 +441,9 @@ async def test_turns_without_a_stored_input_are_not_taken_for_retries(service, s
     await seed(sessions, key, INLINE_BATCH + WINDOW)
     model = ScriptedChatModel()
     await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
-    await store_rows(sessions, chat_rows(key, 20, first=INLINE_BATCH + WINDOW))
+    await store_rows(sessions, chat_rows(key, BATCH, first=INLINE_BATCH + WINDOW))
     second = await service.build_history(Turn(key, WINDOW, input_message_id=None), model)
-    assert (len(model.calls), second.folded) == (2, 20)
+    assert (len(model.calls), second.folded) == (2, BATCH)
 
 
 def with_pasted_log(key, *, usage: dict | None = None):
@@ -520,7 +523,7 @@ async def test_compaction_folds_everything_before_the_input_and_sends_the_summar
 
 
 async def test_the_fold_after_the_answer_is_a_run_for_the_turn_s_tracers_with_its_cached_input(service, sessions, key):
-    _rows, turn = await seed(sessions, key, 20 + WINDOW)
+    _rows, turn = await seed(sessions, key, BATCH + WINDOW)
     tracer = RecordedRuns()
     model = ScriptedChatModel(script=[cached_answer(1024)])
 

@@ -1,8 +1,8 @@
 """Raw messages waiting to be folded are bounded in tokens, not only in count (issue 31), on SQLite and PostgreSQL.
 
 A few huge pasted messages between the cursor and the window must not make every request larger than the stock
-Agent's at the same N until a batch of 20 is due: past their budget they are folded at once, even with no window
-known, and while folding cannot run they are left out.
+Agent's at the same N until a batch (20 at the default) is due: past their budget they are folded at once, even with
+no window known, and while folding cannot run they are left out.
 """
 
 from dataclasses import replace
@@ -78,7 +78,7 @@ async def test_a_paste_about_to_leave_the_window_makes_a_fold_due_and_the_fold_a
     turn = Turn(key, WINDOW, rows[-1].id)
 
     history = await service.build_history(turn, ScriptedChatModel())
-    assert history.fold_due  # 2 short messages wait: far from 20, but the paste comes next
+    assert history.fold_due  # 2 short messages wait: far from a batch, but the paste comes next
     await store_rows(sessions, chat_rows(key, 1, first=2 + WINDOW))  # the answer
     model = ScriptedChatModel()
     await service.fold_after_turn(turn, model)
