@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import func, select
 
-from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
+from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.storage import messages, store
 from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
+from tests.chat import START, chat_rows
 
 
 def new_key(**overrides) -> SessionKey:
@@ -60,21 +61,12 @@ async def test_empty_context_and_named_context_are_different_rows(sessions):
 
 async def test_a_turn_s_one_statement_reads_the_row_as_load_does(sessions):
     key = new_key()
-    message = MessageTable(
-        id=uuid.uuid4(),
-        sender="User",
-        sender_name="User",
-        session_id=key.session_id,
-        text="after the cursor",
-        flow_id=key.flow_id,
-        user_id=key.owner_id,
-        timestamp=datetime(2026, 1, 2, tzinfo=UTC),
-    )
+    [message] = chat_rows(key, 1, first=1)  # a second after the cursor
     async with sessions.begin() as session:
         session.add(message)
         seen = await store.create_if_absent(session, key)
-        cursor = Cursor(timestamp=datetime(2026, 1, 1, tzinfo=UTC), message_id=uuid.uuid4())
-        await store.compare_and_swap(session, seen, seen.__class__(key=key, summary="summary", cursor=cursor))
+        cursor = Cursor(timestamp=START, message_id=uuid.uuid4())
+        await store.compare_and_swap(session, seen, SessionState(key=key, summary="summary", cursor=cursor))
         await store.pause(session, key, datetime(2026, 1, 3, tzinfo=UTC), "timeout")
         await store.record_call_size(session, key, 1234)
         await store.add_unreported_usage(
