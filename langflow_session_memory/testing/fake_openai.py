@@ -7,7 +7,9 @@ Answering rules:
 
 * Summarization (fold) request: a system message, or the last user message, asks to keep *running notes* with the
   sections "Key facts" and "Conversation so far" (``FOLD_INSTRUCTION``): what a real model reads, no marker. That
-  message is the instruction and is not summarized. The answer is extractive::
+  message is the instruction and is not summarized, nor is a paragraph of another message that names both sections
+  inline (a question about the transcript after it, where notes would hold them as heading lines). The answer is
+  extractive::
 
       Key facts:
       - <every distinct sentence holding a fact token, earliest first>
@@ -126,6 +128,8 @@ NOT_FACTS = frozenset({"OK"})
 SPEAKER = re.compile(r"^(?:user|human|assistant|ai|machine|system)\s*:\s*", re.IGNORECASE)
 # What a fold request asks for, as any model reads it: updated running notes with the two sections.
 FOLD_INSTRUCTION = re.compile(r"\brunning notes\b.*\bKey facts\b.*\bConversation so far\b", re.IGNORECASE | re.DOTALL)
+FOLD_SECTIONS = re.compile(r"\bKey facts\b.*\bConversation so far\b", re.IGNORECASE | re.DOTALL)
+HEADING_LINE = re.compile(r"^\s*(?:Key facts|Conversation so far):\s*$", re.IGNORECASE | re.MULTILINE)
 # The fold request's own framing around the summary and the transcript; not conversation.
 FRAMING = {"Current notes:", "Next messages:", "(none yet)", "Key facts:", "Conversation so far:"}
 USER_SPEAKER = re.compile(r"^(?:user|human)\s*:\s*", re.IGNORECASE)
@@ -322,6 +326,18 @@ HEADING_STYLES = {
 }
 
 
+def _without_instructions(text: str) -> str:
+    """The text without its paragraphs that tell how to write the notes (they name both sections inline, as
+    instructions do, where notes hold them as heading lines): a model reads its instructions, it does not
+    summarize them."""
+    paragraphs = text.split("\n\n")
+    return "\n\n".join(
+        paragraph
+        for paragraph in paragraphs
+        if not (FOLD_SECTIONS.search(paragraph) and not HEADING_LINE.search(paragraph))
+    )
+
+
 def summarize(messages: list[dict], *, verbose: bool = False, heading_style: str = "plain") -> str:
     """Extractive summary; see the module docstring for the shape and limits."""
     facts: dict[tuple[str, ...], str] = {}  # fact tokens -> first sentence naming them, insertion-ordered
@@ -331,7 +347,7 @@ def summarize(messages: list[dict], *, verbose: bool = False, heading_style: str
     for index, message in enumerate(messages):
         if index == instruction:
             continue
-        text = content_text(message.get("content"))
+        text = _without_instructions(content_text(message.get("content")))
         lines = text.splitlines()
         source_words += sum(len(_clean_line(line).split()) for line in lines if line.strip() not in FRAMING)
         labelled = any(SPEAKER.match(line.strip()) for line in lines)

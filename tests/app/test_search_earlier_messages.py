@@ -103,7 +103,9 @@ def store_messages(langflow, rows: list[tuple]) -> list[dict]:
     return stored
 
 
-def test_the_tool_never_returns_another_sessions_flows_or_users_message(langflow, fake_model):
+def scoped_session(langflow, summary: str) -> tuple[str, str, str]:
+    """A session whose locker fact is folded, with the same fact under another value stored newer in another
+    session, another flow and for another user; ``summary`` is the session's summary. Its flow, Agent and id."""
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=N_MESSAGES)
     session_id = f"scoped-{uuid.uuid4()}"
     owner = langflow.user_id
@@ -126,16 +128,23 @@ def test_the_tool_never_returns_another_sessions_flows_or_users_message(langflow
             (flow_id, uuid.uuid4(), session_id, "User", planted, 5),
         ],
     )
-    with langflow.engine.begin() as connection:  # the fact is folded, and the summary does not hold it
+    with langflow.engine.begin() as connection:  # the fact is folded, and the summary does not hold its value
         insert_state_row(
             connection,
             flow_id=flow_id,
             owner_id=owner,
             session_id=session_id,
-            summary="Key facts:\n- The weather is fine.\nConversation so far:\n- The user talked about the weather.",
+            summary=summary,
             cursor=(folded[-1]["timestamp"], folded[-1]["id"]),
             folded_count=len(folded),
         )
+    return flow_id, agent_id, session_id
+
+
+def test_the_tool_never_returns_another_sessions_flows_or_users_message(langflow, fake_model):
+    # The summary names the question's words, so no older message is quoted and the model searches.
+    summary = "Key facts:\n- The locker code of team 10 was agreed.\nConversation so far:\n- The weather."
+    flow_id, agent_id, session_id = scoped_session(langflow, summary)
 
     before = len(fake_model.requests())
     response = langflow.run(flow_id, QUESTION, session_id=session_id, tweaks=switched_on(agent_id))
@@ -145,6 +154,20 @@ def test_the_tool_never_returns_another_sessions_flows_or_users_message(langflow
     [result] = tool_results(answered)
     assert "VAULT-10" in result
     assert "VAULT-666" not in result
+    assert answer_text(response) == ANSWER
+
+
+def test_older_messages_quoted_without_a_tool_call_are_the_session_s_own(langflow, fake_model):
+    summary = "Key facts:\n- The weather is fine.\nConversation so far:\n- The user talked about the weather."
+    flow_id, agent_id, session_id = scoped_session(langflow, summary)
+
+    before = len(fake_model.requests())
+    response = langflow.run(flow_id, QUESTION, session_id=session_id, tweaks=switched_on(agent_id))
+
+    [asked] = chat_requests(fake_model, before)  # answered from the quoted message: no tool call
+    sent = json.dumps(asked["body"]["messages"])
+    assert "VAULT-10" in sent
+    assert "VAULT-666" not in sent
     assert answer_text(response) == ANSWER
 
 

@@ -58,6 +58,7 @@ async def test_upgrade_downgrade_upgrade(database_url):
         ("sm0003", "last_call_tokens"),
         ("sm0004", "unreported_input_tokens"),
         ("sm0005", "unreported_cached_input_tokens"),
+        ("sm0006", "fold_batch_limit"),
     ],
 )
 async def test_added_column_comes_and_goes_with_rows_and_key_kept(database_url, revision, column):

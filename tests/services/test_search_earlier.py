@@ -11,7 +11,7 @@ from langchain_core.callbacks import AsyncCallbackHandler
 
 from langflow_session_memory.components.session_memory.session_memory_agent import SessionMemoryAgentComponent
 from langflow_session_memory.services.session_memory.agent import guard
-from langflow_session_memory.services.session_memory.agent.search import EXCERPT_CHARACTERS, MAX_RESULTS, keywords
+from langflow_session_memory.services.session_memory.agent.search import MAX_RESULTS
 from langflow_session_memory.services.session_memory.agent.search_tool import (
     SEARCH_UNAVAILABLE,
     TOOL_NAME,
@@ -20,6 +20,7 @@ from langflow_session_memory.services.session_memory.agent.search_tool import (
     with_search_tool,
 )
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
+from langflow_session_memory.services.session_memory.rules.recall import EXCERPT_CHARACTERS, keywords
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from tests.chat import START, chat_rows, store_rows
 

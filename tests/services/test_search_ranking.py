@@ -6,16 +6,13 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langflow_session_memory.services.session_memory.agent.search import (
+from langflow_session_memory.services.session_memory.agent.search import MAX_RESULTS, Candidate, answer, rank
+from langflow_session_memory.services.session_memory.rules.recall import (
     EXCERPT_CHARACTERS,
     MAX_KEYWORD_CHARACTERS,
     MAX_PATTERN_CHARACTERS,
-    MAX_RESULTS,
-    Candidate,
-    answer,
     excerpt,
     keywords,
-    rank,
 )
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -30,17 +30,21 @@ from tests.chat import ScriptedChatModel
 from tests.services.summaries import BATCH, COPIED, FACT_LINES, GOOD, OVER_THE_CAP, RecordedRuns, cached_answer
 
 
-async def test_fold_asks_for_an_updated_summary():
+async def test_fold_asks_about_the_batch_and_adds_its_lines_after_the_current_notes():
     model = ScriptedChatModel(script=[GOOD])
-    result = await fold(model, "Key facts:\n- customer ACME", BATCH)
+    result = await fold(model, "Key facts:\n- customer ACME\nConversation so far:\n- the contract", BATCH)
 
     system, human = model.calls[0]
     assert system.content == SUMMARY_INSTRUCTIONS
     assert "Key facts" in system.content
     assert "Conversation so far" in system.content
-    assert "Current notes:\nKey facts:\n- customer ACME" in human.content
+    assert "customer ACME" not in human.content  # the model is asked about the batch alone
     assert "User: we deploy project PRJ-123 on the EU cluster, step 19" in human.content
-    assert (result.summary, result.usage.input_tokens, result.usage.output_tokens) == (GOOD, 100, 10)
+    assert result.summary == (
+        "Key facts:\n- customer ACME\n- project PRJ-123 runs on the EU cluster\n"
+        "Conversation so far:\n- the contract\n- deployment steps 0 to 19"
+    )
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (100, 10)
 
 
 async def test_a_fold_is_a_run_of_its_own_for_the_agent_s_tracers_and_for_no_other_callback():
@@ -150,12 +154,23 @@ def test_the_fold_cap_never_exceeds_the_model_s_own_output_limit():
     assert fold_model(llm).max_tokens == 4096
 
 
+CUT_IN_THE_CONVERSATION = f"{GOOD}\n- and then the team talked about the mid"
+CUT_IN_THE_KEY_FACTS = "Key facts:\n- project PRJ-123 runs on the EU cluster\n- the customer is AC"
+
+
 @pytest.mark.parametrize(
     "metadata", [{"finish_reason": "length"}, {"stop_reason": "max_tokens"}, {"finish_reason": "MAX_TOKENS"}]
 )
-async def test_a_summary_cut_at_the_output_cap_is_never_stored(metadata):
-    cut = AIMessage(content=GOOD, response_metadata=metadata)  # valid-looking, but the model had more to write
-    with pytest.raises(SummaryRejectedError, match="cut at the"):
+async def test_an_answer_cut_at_the_output_cap_keeps_its_complete_lines(metadata, captured_logs):
+    cut = AIMessage(content=CUT_IN_THE_CONVERSATION, response_metadata=metadata)
+    assert (await fold(ScriptedChatModel(script=[cut]), "", BATCH)).summary == GOOD  # the line being written goes
+    assert any(log["event"].startswith("session_summary_salvaged why=cut_at_the_output_cap") for log in captured_logs)
+
+
+@pytest.mark.parametrize("metadata", [{"finish_reason": "length"}, {"model_provider": "openai"}])
+async def test_an_answer_cut_inside_its_key_facts_is_never_stored(metadata):
+    cut = AIMessage(content=CUT_IN_THE_KEY_FACTS, response_metadata=metadata)  # a fact after the cut is missing
+    with pytest.raises(SummaryRejectedError, match=r"cut at the|without a finish reason"):
         await fold(ScriptedChatModel(script=[cut]), "", BATCH)
 
 
@@ -164,13 +179,13 @@ async def test_an_answer_that_stopped_by_itself_is_kept():
     assert (await fold(ScriptedChatModel(script=[done]), "", BATCH)).summary == GOOD
 
 
-async def test_each_request_of_a_batch_carries_the_summary_so_far():
+async def test_each_request_of_a_batch_is_merged_into_the_notes_in_order():
     llm = ScriptedChatModel()
     long_batch = [ChatLine("User", f"message {i} " + "word " * 150) for i in range(20)]
     result = await fold(llm, "", long_batch, context_window=2048)
     assert len(llm.calls) > 1
-    assert "Current notes:\n(none yet)" in llm.calls[0][-1].content
-    assert "Current notes:\nKey facts:" in llm.calls[1][-1].content
+    facts = [line for line in result.summary.splitlines() if line.startswith("- first")]
+    assert facts == [f"- first {llm.batch_texts(call)[0].split()[2]}" for call in range(len(llm.calls))]
     assert result.usage.input_tokens == 100 * len(llm.calls)
 
 
@@ -196,10 +211,9 @@ async def test_reading_stops_at_the_fold_s_budget_on_a_server_that_ignores_it():
     assert model.temperatures[-1] == "closed"  # the stream was closed, so the server stops writing
 
 
-async def test_an_openai_compatible_stream_that_ended_without_a_finish_reason_is_not_kept():
-    interrupted = AIMessage(content=GOOD, response_metadata={"model_provider": "openai"})
-    with pytest.raises(SummaryRejectedError, match="without a finish reason"):
-        await fold(ScriptedChatModel(script=[interrupted]), "", BATCH)
+async def test_an_openai_compatible_stream_that_ended_without_a_finish_reason_keeps_its_complete_lines():
+    interrupted = AIMessage(content=CUT_IN_THE_CONVERSATION, response_metadata={"model_provider": "openai"})
+    assert (await fold(ScriptedChatModel(script=[interrupted]), "", BATCH)).summary == GOOD
 
 
 class SmallWindowModel(ScriptedChatModel):
@@ -241,7 +255,7 @@ def test_a_fold_whose_summary_runs_over_is_stored_shortened_and_says_so(captured
 
     result = asyncio.run(fold(model, "", batch))
 
-    assert word_count(result.summary) <= allowed_words("", batch)
+    assert word_count(result.summary) <= allowed_words(batch)
     assert all(line in result.summary for line in FACT_LINES)
     [shortened] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_shortened")]
     assert f"words_written={word_count(OVER_THE_CAP)} " in shortened

@@ -7,7 +7,7 @@ from langflow_session_memory.services.session_memory.summary.model_call import (
     output_budget,
 )
 from langflow_session_memory.services.session_memory.summary.prompt import (
-    SUMMARY_CHARACTER_LIMIT,
+    FACT_QUESTION,
     SUMMARY_INSTRUCTIONS,
     ChatLine,
     fold_budget,
@@ -17,16 +17,17 @@ from langflow_session_memory.services.session_memory.summary.prompt import (
 from tests.services.summaries import BATCH
 
 
-def test_the_fold_request_clips_a_previous_summary_over_the_cap():
-    previous = "x" * (SUMMARY_CHARACTER_LIMIT + 6_000)
-    sent = fold_request(previous, BATCH)[-1].content
-    assert "x" * 3000 + " [... 6000 more characters ...] " + "x" * 1000 in sent
-    assert "x" * (SUMMARY_CHARACTER_LIMIT + 1) not in sent
+def test_the_fold_request_holds_the_batch_alone_and_asks_about_it_after_it():
+    system, human = fold_request(BATCH)
+    assert system.content == SUMMARY_INSTRUCTIONS
+    assert human.content.startswith("Conversation:\nUser: we deploy project PRJ-123")
+    assert human.content.endswith(FACT_QUESTION)  # a small model follows what it read last
+    assert "Current notes" not in human.content  # shown its notes, Qwen 1.5B copied them back fold after fold
 
 
 def test_a_pasted_log_keeps_its_head_and_its_tail_in_the_fold_request():
     log = "start of the log\n" + "noise " * 5_000 + "\nexit status 2: disk full"
-    sent = fold_request("", [ChatLine("User", log)])[-1].content
+    sent = fold_request([ChatLine("User", log)])[-1].content
     assert "start of the log" in sent
     assert "exit status 2: disk full" in sent
     assert "more characters ...]" in sent
@@ -34,13 +35,15 @@ def test_a_pasted_log_keeps_its_head_and_its_tail_in_the_fold_request():
 
 def test_the_format_is_described_without_sample_lines_a_small_model_would_copy():
     # Qwen2.5-Coder 0.5B returned these sample lines of the earlier prompt as its summary.
-    assert "one short line per fact (who, what" not in SUMMARY_INSTRUCTIONS
-    assert not [line for line in SUMMARY_INSTRUCTIONS.splitlines() if line.startswith("- ")]
+    for text in (SUMMARY_INSTRUCTIONS, FACT_QUESTION):
+        assert "one short line per fact (who, what" not in text
+        assert not [line for line in text.splitlines() if line.startswith("- ")]
 
 
 def test_the_fold_instructions_carry_nothing_for_tests():
-    assert "[" not in SUMMARY_INSTRUCTIONS
-    assert "SESSION-MEMORY" not in SUMMARY_INSTRUCTIONS.upper()
+    for text in (SUMMARY_INSTRUCTIONS, FACT_QUESTION):
+        assert "[" not in text
+        assert "SESSION-MEMORY" not in text.upper()
 
 
 def test_a_small_context_window_leaves_room_for_the_summary():
@@ -55,6 +58,7 @@ def test_long_messages_on_a_small_window_fold_in_several_requests_in_order():
     chunks = transcript_chunks(long_batch, fold_budget(FOLD_OUTPUT_TOKENS, 2048))
     assert len(chunks) > 1
     assert [line.text.split()[1] for chunk in chunks for line in chunk] == [str(i) for i in range(20)]
-    huge = transcript_chunks([ChatLine("User", "x" * 50_000)], fold_budget(FOLD_OUTPUT_TOKENS, 2048))
+    budget = fold_budget(FOLD_OUTPUT_TOKENS, 2048)
+    huge = transcript_chunks([ChatLine("User", "x" * 50_000)], budget)
     assert len(huge) == 1
-    assert len(huge[0][0].text) < 3000
+    assert len(huge[0][0].text) < budget.transcript_tokens * 4 + 50  # clipped to one request, with its marker

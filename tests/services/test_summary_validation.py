@@ -19,7 +19,7 @@ from tests.services.summaries import BATCH, COPIED, FACT_LINES, GOOD, OVER_THE_C
 
 
 def test_good_summary_is_accepted_and_stripped():
-    assert validate_summary(f"  {GOOD}\n", previous_summary="", batch=BATCH) == GOOD
+    assert validate_summary(f"  {GOOD}\n", batch=BATCH) == GOOD
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_good_summary_is_accepted_and_stripped():
 )
 def test_bad_summaries_are_rejected(candidate, reason):
     with pytest.raises(SummaryRejectedError, match=reason):
-        validate_summary(candidate, previous_summary="", batch=BATCH)
+        validate_summary(candidate, batch=BATCH)
 
 
 def test_a_summary_about_errors_the_users_discussed_is_accepted():
@@ -44,11 +44,11 @@ def test_a_summary_about_errors_the_users_discussed_is_accepted():
         "Key facts:\n- the API returns an internal server error under load\n- I am sorry-proofing the rate limit"
         "\nConversation so far:\n- users hit the rate limit at 100 requests per second"
     )
-    assert validate_summary(summary, previous_summary="", batch=BATCH) == summary
+    assert validate_summary(summary, batch=BATCH) == summary
 
 
 def by_model(candidate: str) -> str:
-    return validate_summary(candidate, previous_summary="", batch=BATCH)
+    return validate_summary(candidate, batch=BATCH)
 
 
 WRITERS = pytest.mark.parametrize("validate", [by_model, validate_edited_summary], ids=["model", "person"])
@@ -91,7 +91,7 @@ def test_summary_larger_than_what_it_replaces_and_the_floor_is_rejected():
     tiny_batch = [ChatLine("User", "hi"), ChatLine("Machine", "hello")]
     long_summary = "Key facts:\n" + "- the user greeted the assistant warmly\n" * 20 + "Conversation so far:\n- hi"
     with pytest.raises(SummaryRejectedError, match="more than the 2 it replaces"):
-        validate_summary(long_summary, previous_summary="", batch=tiny_batch)
+        validate_summary(long_summary, batch=tiny_batch)
 
 
 def test_a_summary_of_a_batch_of_short_messages_may_be_longer_than_the_batch():
@@ -101,7 +101,7 @@ def test_a_summary_of_a_batch_of_short_messages_may_be_longer_than_the_batch():
         "Conversation so far:\n- the user and the assistant exchanged twenty short acknowledgements\n"
         "- the user confirmed each step of the plan with a single word and asked nothing new"
     )
-    assert validate_summary(summary, previous_summary="", batch=acknowledgements) == summary
+    assert validate_summary(summary, batch=acknowledgements) == summary
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ def test_a_summary_of_a_batch_of_short_messages_may_be_longer_than_the_batch():
     ],
 )
 def test_headings_as_models_write_them_are_normalised(written):
-    assert validate_summary(written, previous_summary="", batch=BATCH) == (
+    assert validate_summary(written, batch=BATCH) == (
         "Key facts:\n- project PRJ-123 runs on the EU cluster\nConversation so far:\n- deployment steps"
     )
 
@@ -121,12 +121,12 @@ def test_headings_as_models_write_them_are_normalised(written):
 def test_a_summary_that_parrots_the_instructions_is_rejected():
     # A model that copies the format description instead of writing a summary, and one that copies the whole prompt.
     parroted = (
-        'Key facts:\n- followed by one short line per fact, each starting with "- ".\n'
-        'Conversation so far:\n- followed by a few short lines, oldest first, each starting with "- "'
+        "Key facts:\n- people and their names, relatives, pets, things bought or owned\n"
+        "Conversation so far:\n- one line starting with naming the topics"
     )
     for answer in (parroted, SUMMARY_INSTRUCTIONS):
         with pytest.raises(SummaryRejectedError, match="repeats the fold instructions"):
-            validate_summary(answer, previous_summary="", batch=BATCH)
+            validate_summary(answer, batch=BATCH)
 
 
 def test_a_summary_over_the_cap_keeps_its_key_facts_and_loses_repeats_then_the_oldest_conversation_lines():

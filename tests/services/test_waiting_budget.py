@@ -42,7 +42,9 @@ async def test_pastes_waiting_over_the_budget_are_folded_at_once_with_no_window_
     assert len(model.calls) == 1  # one fold of the 6 waiting messages, a partial batch
     assert (await row(sessions, key)).folded_count == 6
     assert [m.text for m in history.messages][2:] == [r.text for r in rows[-WINDOW:-1]]
-    assert request_tokens(history) <= stock_size(rows) + 100  # the stock Agent's window and the summary
+    summary = context_size.estimated_size(message.text for message in history.messages[:2])
+    assert summary < 150
+    assert request_tokens(history) <= stock_size(rows) + summary  # the stock Agent's window and the summary
     assert (history.waiting.messages, history.waiting.over) == (6, True)
 
 

@@ -29,7 +29,7 @@ def as_openai(request: list) -> list[dict]:
 
 
 FOLD = as_openai(
-    fold_request("", [ChatLine("User", "Our project is PRJ-123 on the EU cluster."), ChatLine("AI", "Noted.")])
+    fold_request([ChatLine("User", "Our project is PRJ-123 on the EU cluster."), ChatLine("AI", "Noted.")])
 )
 
 
@@ -187,9 +187,7 @@ def test_a_summary_can_be_headed_as_real_models_head_it(style, first_line):
 
 def test_verbose_summary_are_longer_than_a_batch_of_short_messages():
     short = [ChatLine("User" if i % 2 == 0 else "AI", "ok") for i in range(20)]
-    request = [
-        {"role": "system" if m.type == "system" else "user", "content": m.content} for m in fold_request("", short)
-    ]
+    request = [{"role": "system" if m.type == "system" else "user", "content": m.content} for m in fold_request(short)]
     with run_in_thread(FakeModelConfig(verbose_summary=True)) as server:
         answer = post(server, request).json()["choices"][0]["message"]["content"]
     assert len(answer.split()) > 20

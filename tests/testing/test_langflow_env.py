@@ -3,12 +3,15 @@
 import subprocess
 import sys
 
+# Compared with the handlers the process started with: a process started in the background of a non-interactive
+# shell inherits SIGINT ignored (POSIX), so Python's default handler is not what it has.
 PROBE = """
 import signal
+started = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
 from langflow_session_memory.testing.langflow_env import import_langflow_main
 import_langflow_main()
 import langflow.__main__
-print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+print(signal.getsignal(signal.SIGTERM) is started[0], signal.getsignal(signal.SIGINT) is started[1])
 """
 
 

@@ -14,24 +14,30 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
+from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 from lfx.schema.message import Message
 
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
+from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.rules import context_size, recall
 from langflow_session_memory.services.session_memory.rules.assembly import history_messages
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlan, TurnPlanner, Waiting
 from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
+from langflow_session_memory.services.session_memory.rules.recall import Excerpt
 from langflow_session_memory.services.session_memory.rules.state import Reading, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import fold_policy
-from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage import messages, store
 from langflow_session_memory.services.session_memory.storage.model import utc_now
 from langflow_session_memory.services.session_memory.storage.reading import read
 from langflow_session_memory.services.session_memory.summary import validation
 
 REMEMBERED_TURNS = 1024
+# Of each older message a keyword finds, the part read: an excerpt shows a few hundred characters around its words.
+EXCERPT_READ_CHARACTERS = 4_000
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,12 @@ class History:
     state: SessionState | None = None
     fold_due: bool = False
     waiting: Waiting | None = None
+    excerpts: tuple[Excerpt, ...] = ()
+
+    @property
+    def excerpt_tokens(self) -> int:
+        """The estimated size of the older messages quoted for this turn."""
+        return context_size.estimated_size(excerpt.text for excerpt in self.excerpts)
 
 
 class SessionMemoryService:
@@ -148,8 +160,10 @@ class SessionMemoryService:
             self._remember_fold(turn, cost)
         summary = reading.state.summary if plan.send_summary else ""
         await _log_trimmed(turn, plan, summary)
+        excerpts = await self.excerpts(turn, summary, plan.raw) if mode is Mode.ROUTINE else ()
         return History(
-            messages=await history_messages(summary, plan.raw),
+            messages=await history_messages(summary, plan.raw, excerpts),
+            excerpts=excerpts,
             summary=summary,
             folded=cost.folded,
             fold_usage=cost.usage,
@@ -157,6 +171,43 @@ class SessionMemoryService:
             fold_due=mode is Mode.ROUTINE and self.planner.fold_due(turn, reading),
             waiting=waiting,
         )
+
+    async def excerpts(self, turn: Turn, summary: str, raw: list[MessageTable]) -> tuple[Excerpt, ...]:
+        """The older messages the user's message refers to by words that neither the summary nor the messages
+        sent hold, best first past :data:`recall.MIN_EXCERPT_SCORE`, oldest first; none on any failure
+        (logged: the turn goes on without them, as a turn does without a fold)."""
+        words = recall.unheld(recall.keywords(turn.input_text), [summary, *(row.text or "" for row in raw)])
+        if not words:
+            return ()
+        started = time.perf_counter()
+        try:
+            async with self.sessions() as session:
+                before = (
+                    messages.cursor_of(raw[0])
+                    if raw
+                    else await messages.window_start(session, turn.key, 1, input_message_id=turn.input_message_id)
+                )
+                if before is None:
+                    return ()
+                found = await messages.older_matching_each(
+                    session,
+                    turn.key,
+                    before=before,
+                    words=words,
+                    limit=recall.CANDIDATES_PER_WORD,
+                    read_characters=EXCERPT_READ_CHARACTERS,
+                )
+        except Exception as error:  # noqa: BLE001 - excerpts only add to a turn; logged, the turn goes on without them
+            await logger.aerror(f"session_memory_excerpts_failed reason={describe(error)}")
+            return ()
+        excerpts = recall.best_excerpts(found, tokens=recall.excerpt_budget(turn.context_window))
+        if excerpts:
+            await logger.ainfo(
+                f"session_memory_excerpts words={len(words)} candidates={sum(map(len, found.values()))} "
+                f"quoted={len(excerpts)} best_score={max(excerpt.score for excerpt in excerpts)} "
+                f"latency_ms={round((time.perf_counter() - started) * 1000)} session_id={turn.key.session_id!r}"
+            )
+        return tuple(excerpts)
 
     async def _read(self, turn: Turn) -> Reading:
         """What :func:`reading.read` reads, with a summary that may be sent.

@@ -25,6 +25,7 @@ from langflow_session_memory.services.session_memory.agent.search import TOOL_NA
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import context_size, usage
 from langflow_session_memory.services.session_memory.rules.call_fit import Reduction
+from langflow_session_memory.services.session_memory.rules.recall import MAX_QUERY_CHARACTERS
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
@@ -222,6 +223,7 @@ def memory_turn(component) -> Turn | None:
         model_server=server,
         waits_for_folds=new_turn_waits_for_folds(server),
         declared_window=declared_window,
+        input_text=_text_start(given),
     )
 
 
@@ -285,6 +287,12 @@ def _tools_tokens(component) -> int:
     return sum(context_size.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in tools) + sum(
         size for missing, size in added_later if missing
     )
+
+
+def _text_start(given) -> str:
+    """The start of the user's message, as much as the words of a search are read from (``recall.keywords``)."""
+    text = given.text if isinstance(given, Message) else given
+    return text[:MAX_QUERY_CHARACTERS] if isinstance(text, str) else ""
 
 
 def _uuid_or_none(value) -> UUID | None:

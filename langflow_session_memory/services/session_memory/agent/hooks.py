@@ -200,7 +200,8 @@ async def _add_fold_usage(component, result: Message) -> Message:
         f"cached_input_tokens={chat.cached_input_tokens} cache_write_input_tokens={chat.cache_write_input_tokens} "
         f"fold_cached_input_tokens={folds.cached_input_tokens} "
         f"usage={'estimated' if total.estimated else 'reported'} folded={history.folded} "
-        f"history_messages={len(history.messages)}{_reduced_fields(state.reductions)}"
+        f"history_messages={len(history.messages)} excerpts={len(history.excerpts)} "
+        f"excerpt_tokens={history.excerpt_tokens}{_reduced_fields(state.reductions)}"
     )
     result = playground.with_step_facts(result, _cache_facts(chat, folds))
     result = playground.with_turn_facts(result, state.reductions.facts())

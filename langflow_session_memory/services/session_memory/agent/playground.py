@@ -43,9 +43,10 @@ def kept_out(facts: dict | None) -> str:
 
 
 def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
-    """The step for a turn built with memory; None when there is nothing to show (no summary, no pause)."""
+    """The step for a turn built with memory; None when there is nothing to show (no summary, no pause, no
+    older message quoted)."""
     state = history.state
-    if state is None or not (history.summary or state.paused_until):
+    if state is None or not (history.summary or state.paused_until or history.excerpts):
         return None
     row, page = summary_paths(flow_id, session_id, state.key.context_id)
     facts = {
@@ -61,6 +62,8 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
         if waiting.over:
             why = "folded_early_because" if history.folded else "left_out_because"
             facts[why] = f"messages waiting over {waiting.budget} tokens"
+    if history.excerpts:
+        facts |= {"older_messages_quoted": len(history.excerpts), "quoted_tokens": history.excerpt_tokens}
     if history.fold_due:
         facts["folds_after_this_answer"] = True
     if state.paused_until:

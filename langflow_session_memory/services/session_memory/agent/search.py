@@ -7,7 +7,6 @@ hundred messages that contain any keyword; what the model sees is decided here.
 
 import functools
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,6 +14,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules.recall import excerpt
 from langflow_session_memory.services.session_memory.storage.messages import Candidate
 
 TOOL_NAME = "search_earlier_messages"
@@ -25,22 +25,6 @@ TOOL_DESCRIPTION = (
     "(e.g. 'invoice number supplier'). Returns up to 5 matching messages with sender and time."
 )
 MAX_RESULTS = 5
-MAX_KEYWORDS = 8
-# The model writes the query: these bound what reaches SQL (PostgreSQL compiles the words into one
-# regex, SQLite refuses a LIKE pattern over 50,000 bytes). A word is cut to its start, which still
-# matches every message holding it; words past the pattern's budget are left out.
-MAX_QUERY_CHARACTERS = 1_000
-MAX_KEYWORD_CHARACTERS = 64
-MAX_PATTERN_CHARACTERS = 256
-EXCERPT_CHARACTERS = 300
-ELLIPSIS = "…"
-# Words a recall question is made of that would match almost every message.
-_STOP_WORDS_TEXT = """a about after again all also am an and any are as at be been before but by can could did do does
-earlier for from had has have he her him his how i if in into is it its just me mentioned my no not of on or our
-said say she so some than that the their them then there these they this to told up us was we were what when where
-which who whom why will with would you your"""
-STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
-_WORD = re.compile(r"\w+(?:[-.'/:]\w+)*")
 
 
 class SearchQuery(BaseModel):
@@ -65,26 +49,6 @@ class Match:
     keywords_found: int
 
 
-def keywords(query: str) -> tuple[str, ...]:
-    """The query's distinctive words, lower-case, in order, without repeats or stop words.
-
-    IDs keep their inner punctuation (``PRJ-123``, ``v2.1``) so they match as written. Only
-    the query's first :data:`MAX_QUERY_CHARACTERS` are read, each word is cut to
-    :data:`MAX_KEYWORD_CHARACTERS`, and together they hold at most :data:`MAX_PATTERN_CHARACTERS`.
-    """
-    found: list[str] = []
-    budget = MAX_PATTERN_CHARACTERS
-    for word in _WORD.findall(query[:MAX_QUERY_CHARACTERS].lower()):
-        word = word[:MAX_KEYWORD_CHARACTERS]
-        if word in STOP_WORDS or (len(word) == 1 and not word.isdigit()) or word in found:
-            continue
-        if len(word) > budget or len(found) == MAX_KEYWORDS:
-            break
-        found.append(word)
-        budget -= len(word)
-    return tuple(found)
-
-
 def rank(candidates: Sequence[Candidate], words: Sequence[str]) -> list[Match]:
     """The best :data:`MAX_RESULTS` candidates: most distinct keywords first, newest first among equals.
 
@@ -106,23 +70,6 @@ def rank(candidates: Sequence[Candidate], words: Sequence[str]) -> list[Match]:
         )
         for found, _position, candidate in scored[:MAX_RESULTS]
     ]
-
-
-def excerpt(text: str, words: Sequence[str], limit: int = EXCERPT_CHARACTERS) -> str:
-    """At most ``limit`` characters of ``text``, around its first keyword, marked where clipped."""
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    lowered = flat.lower()
-    first_hit = min((index for index in (lowered.find(word) for word in words) if index >= 0), default=0)
-    start = max(0, min(first_hit - limit // 3, len(flat) - limit))
-    end = start + limit
-    # Each ellipsis takes one of the ``limit`` characters.
-    if start > 0:
-        start += 1
-    if end < len(flat):
-        end -= 1
-    return f"{ELLIPSIS if start else ''}{flat[start:end]}{ELLIPSIS if end < len(flat) else ''}"
 
 
 def answer(matches: Sequence[Match], words: Sequence[str]) -> str:

@@ -20,9 +20,9 @@ from langflow_session_memory.services.session_memory.agent.search import (
     Match,
     SearchQuery,
     answer,
-    keywords,
     rank,
 )
+from langflow_session_memory.services.session_memory.rules.recall import keywords
 from langflow_session_memory.services.session_memory.storage import messages
 
 SEARCH_UNAVAILABLE = "The search of earlier messages is unavailable right now; answer with what you have."

@@ -21,11 +21,12 @@ from langflow_session_memory.services.session_memory.rules.planner import TurnPl
 from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
 from langflow_session_memory.services.session_memory.rules.state import SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.storage import messages, store
 from langflow_session_memory.services.session_memory.storage.reading import read
 from langflow_session_memory.services.session_memory.summary import model_call
 from langflow_session_memory.services.session_memory.summary.prompt import ChatLine
-from langflow_session_memory.services.session_memory.summary.validation import word_count
+from langflow_session_memory.services.session_memory.summary.validation import SummaryRejectedError, word_count
 
 CLAIM_POLL_SECONDS = 0.1
 # A turn the provider refused as too long waits at most this for another worker's fold before it
@@ -128,37 +129,66 @@ class FoldRunner:
     async def _fold_batches(
         self, state: SessionState, batches: Batches, llm: BaseChatModel, turn: Turn, mode: Mode
     ) -> FoldCost:
-        """Fold the batches in order, each committed on its own; stop at a failure or a lost race."""
-        cost, seen = FoldCost(), state
-        for batch in batches:
+        """Fold the batches in order, in requests of at most the session's ``fold_batch_limit`` messages, each
+        committed on its own; stop at a failure or a lost race.
+
+        A refused request (its summary refused, or out of time) pauses folding with half its messages as
+        the next limit, so the attempt after the pause asks something else. A lone message whose summary
+        is still refused is passed over with the summary unchanged: no message stalls a session (its text
+        stays in the table, where excerpts and the search tool still find it).
+        """
+        cost, seen, limit = FoldCost(), state, state.fold_batch_limit
+        for request in self.policy.requests(batches, limit, most=self._claimed_batches(mode)):
             started = time.perf_counter()
             try:
-                result = await model_call.fold(
-                    llm,
-                    seen.summary,
-                    [ChatLine(role=row.sender, text=row.text or "") for row in batch],
-                    timeout_seconds=self.policy.fold_timeout_seconds,
-                    provider=turn.provider,
-                    context_window=turn.fold_context_window,
-                    tracing=turn.tracing,
-                )
-                won, current = await self._commit(seen, _folded(seen, batch, result.summary))
-            except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
-                await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started))
+                summary, spent = await self._folded_summary(seen, request, llm, turn, mode, started)
+                next_state = _folded(seen, request, summary, self.policy.limit_after_success(limit))
+                won, current = await self._commit(seen, next_state)
+            except (SummaryRejectedError, TimeoutError) as error:
+                shrunk = self.policy.limit_after_refusal(len(request))
+                await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started), batch_limit=shrunk)
                 return cost
-            cost = FoldCost(folded=cost.folded, usage=cost.usage + result.usage)
+            except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
+                await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started), batch_limit=limit)
+                return cost
+            cost = FoldCost(folded=cost.folded, usage=cost.usage + spent)
             if not won:
                 await self._log_lost(seen, current)
                 return cost
-            cost = FoldCost(folded=cost.folded + len(batch), usage=cost.usage)
+            cost = FoldCost(folded=cost.folded + len(request), usage=cost.usage)
             await logger.ainfo(
                 f"session_summary_fold latency_ms={_milliseconds_since(started)} "
-                f"folded={len(batch)} summary_words_before={word_count(seen.summary)} "
-                f"summary_words_after={word_count(result.summary)} version={current.version} "
+                f"folded={len(request)} summary_words_before={word_count(seen.summary)} "
+                f"summary_words_after={word_count(summary)} version={current.version} "
                 f"mode={mode.runs} session_id={seen.key.session_id!r}"
             )
-            seen = current
+            seen, limit = current, current.fold_batch_limit
         return cost
+
+    async def _folded_summary(
+        self, seen: SessionState, request: Sequence[MessageTable], llm: BaseChatModel, turn: Turn, mode: Mode, started
+    ) -> tuple[str, TokenUsage]:
+        """The summary with ``request`` folded in, and its tokens; for a lone message whose summary the checks
+        refuse, the summary as it was (logged as ``session_summary_fold_skipped``)."""
+        try:
+            result = await model_call.fold(
+                llm,
+                seen.summary,
+                [ChatLine(role=row.sender, text=row.text or "") for row in request],
+                timeout_seconds=self.policy.fold_timeout_seconds,
+                provider=turn.provider,
+                context_window=turn.fold_context_window,
+                tracing=turn.tracing,
+            )
+        except SummaryRejectedError as error:
+            if len(request) > 1:
+                raise
+            reason = await self.log_failure(seen.key, error, mode, latency_ms=_milliseconds_since(started))
+            await logger.ainfo(
+                f"session_summary_fold_skipped messages=1 reason={reason!r} session_id={seen.key.session_id!r}"
+            )
+            return seen.summary, TokenUsage()
+        return result.summary, result.usage
 
     async def _claim(self, state: SessionState, mode: Mode) -> datetime | None:
         """Claim the fold for as long as this mode's model calls may take; None when another worker has it.
@@ -167,14 +197,17 @@ class FoldRunner:
         row's version (cleanup listener), so the fold cannot commit.
         """
         now = self.clock()
-        policy = self.policy
-        until = now + policy.claim(policy.compaction_max_batches if mode is Mode.COMPACT else policy.max_batches)
+        until = now + self.policy.claim(self._claimed_batches(mode))
         async with self.sessions() as session:
             if state.version == 0:
                 await store.create_if_absent(session, state.key)
-            claimed = await store.claim_fold(session, state, until, now, policy.longest_claim)
+            claimed = await store.claim_fold(session, state, until, now, self.policy.longest_claim)
             await session.commit()
         return until if claimed else None
+
+    def _claimed_batches(self, mode: Mode) -> int:
+        """How many fold requests one claim of this mode covers (one fold timeout each)."""
+        return self.policy.compaction_max_batches if mode is Mode.COMPACT else self.policy.max_batches
 
     async def _folded_range_changed(self, turn: Turn, state: SessionState) -> bool:
         """Whether messages were added behind the cursor or removed from the folded range.
@@ -226,16 +259,22 @@ class FoldRunner:
         )
         return reason
 
-    async def _pause(self, key: SessionKey, error: Exception, mode: Mode, *, latency_ms: int) -> None:
+    async def _pause(
+        self, key: SessionKey, error: Exception, mode: Mode, *, latency_ms: int, batch_limit: int | None
+    ) -> None:
+        """Pause folding for the session; its next fold requests hold at most ``batch_limit`` messages."""
         reason = await self.log_failure(key, error, mode, latency_ms=latency_ms)
         until = self.clock() + self.policy.pause
         async with self.sessions() as session:
-            await store.pause(session, key, until, reason)
+            await store.pause(session, key, until, reason, fold_batch_limit=batch_limit)
             await session.commit()
-        await logger.awarning(f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()}")
+        await logger.awarning(
+            f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()} "
+            f"next_request_messages={batch_limit or self.policy.batch_size}"
+        )
 
 
-def _folded(seen: SessionState, batch: Sequence[MessageTable], summary: str) -> SessionState:
+def _folded(seen: SessionState, batch: Sequence[MessageTable], summary: str, batch_limit: int | None) -> SessionState:
     """The row after ``batch`` is folded into ``summary``: the cursor on its last message, no pause."""
     return replace(
         seen,
@@ -244,6 +283,7 @@ def _folded(seen: SessionState, batch: Sequence[MessageTable], summary: str) -> 
         folded_count=seen.folded_count + len(batch),
         paused_until=None,
         last_error=None,
+        fold_batch_limit=batch_limit,
     )
 
 

@@ -1,7 +1,8 @@
 """What a turn sends: the history built from its plan, the summary first as a user-role message.
 
 The plan is ``planner``'s; here the stored rows it keeps become Langflow messages, opened by
-the summary (never stored) so that roles alternate as strict chat templates require.
+the summary (never stored) so that roles alternate as strict chat templates require, and closed
+by the older messages quoted for the turn (``recall``), never stored either.
 """
 
 from collections.abc import Sequence
@@ -10,13 +11,22 @@ from langflow.services.database.models.message.model import MessageTable
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_USER
 
+from langflow_session_memory.services.session_memory.rules.recall import Excerpt
+
 SUMMARY_SENDER_NAME = "Session memory"
 SUMMARY_FRAME = (
     "Notes on the earlier part of this conversation (older messages are summarized here "
-    "instead of being repeated):\n\n{summary}"
+    "instead of being repeated; facts are listed in the order they were learnt, and a later "
+    "fact replaces an earlier one it contradicts):\n\n{summary}"
 )
 SUMMARY_ACKNOWLEDGEMENT = "Understood. I will use these notes as context for the rest of the conversation."
 HISTORY_START_NOTE = "(Earlier messages of this conversation are not shown here.)"
+EXCERPTS_FRAME = (
+    "Older messages of this conversation that the next message may refer to, quoted as they were written "
+    "(date and time, who wrote it):\n{lines}"
+)
+EXCERPTS_ACKNOWLEDGEMENT = "Understood."
+_SPEAKERS = {MESSAGE_SENDER_USER: "User", MESSAGE_SENDER_AI: "Assistant"}
 
 
 def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Message]:
@@ -40,14 +50,37 @@ def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Me
     return [opening, ack]
 
 
+def excerpt_messages(excerpts: Sequence[Excerpt]) -> list[Message]:
+    """The older messages quoted for this turn, after the messages sent and before the input: a user-role
+    message (never stored) and a short acknowledgement, so that roles still alternate into the input and the
+    request up to the last message sent is the previous request's (the cached prefix holds)."""
+    if not excerpts:
+        return []
+    lines = "\n".join(
+        f"- [{excerpt.timestamp:%Y-%m-%d %H:%M}] {_SPEAKERS.get(excerpt.sender, excerpt.sender)}: {excerpt.text}"
+        for excerpt in excerpts
+    )
+    return [
+        Message(text=EXCERPTS_FRAME.format(lines=lines), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME),
+        Message(text=EXCERPTS_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME),
+    ]
+
+
 def summary_text(summary: str) -> str:
     """The text of the message that carries the summary."""
     return SUMMARY_FRAME.format(summary=summary)
 
 
-async def history_messages(summary: str, raw: Sequence[MessageTable]) -> list[Message]:
-    """The history sent: the summary's opening, then the raw rows as Langflow's own history query converts them."""
-    return [*summary_messages(summary, raw), *[await Message.create(**row.model_dump()) for row in raw]]
+async def history_messages(
+    summary: str, raw: Sequence[MessageTable], excerpts: Sequence[Excerpt] = ()
+) -> list[Message]:
+    """The history sent: the summary's opening, the raw rows as Langflow's own history query converts them,
+    then the older messages quoted for this turn."""
+    return [
+        *summary_messages(summary, raw),
+        *[await Message.create(**row.model_dump()) for row in raw],
+        *excerpt_messages(excerpts),
+    ]
 
 
 def _sent_as_user(row: MessageTable | None) -> bool:

@@ -6,11 +6,15 @@ gives it to the planner and the fold runner; the component's info text reads the
 the batch size is one line here, and the tests read it from here too.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 FOLD_PAUSE = timedelta(minutes=10)
 CLAIM_MARGIN = timedelta(seconds=5)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,25 @@ class FoldPolicy:
     def longest_claim(self) -> timedelta:
         """The longest claim a worker can legitimately hold: a compaction's batches."""
         return self.claim(self.compaction_max_batches)
+
+    def requests(self, batches: Sequence[Sequence[T]], limit: int | None, most: int) -> list[tuple[T, ...]]:
+        """The planned batches as fold requests of at most ``limit`` messages each (a session's
+        ``fold_batch_limit`` after a refused fold; None: whole batches), oldest first, at most ``most`` of
+        them: a fold's claim covers one fold timeout per request."""
+        size = min(limit or self.batch_size, self.batch_size)
+        pieces = [tuple(batch[i : i + size]) for batch in batches for i in range(0, len(batch), size)]
+        return pieces[:most]
+
+    def limit_after_refusal(self, refused: int) -> int:
+        """Messages per request after a request of ``refused`` messages was refused: half, at least one,
+        so the attempt after the pause never asks the same as the one refused (temperature 0 answers alike)."""
+        return max(refused // 2, 1)
+
+    def limit_after_success(self, limit: int | None) -> int | None:
+        """Messages per request after one of ``limit`` folded: twice as many, back to whole batches (None)."""
+        if limit is None or limit * 2 >= self.batch_size:
+            return None
+        return limit * 2
 
     def waiting_budget(self, context_window: int | None) -> int:
         """How many tokens of raw messages may wait beyond the window before they are folded at once."""

@@ -48,6 +48,7 @@ class SessionState:
     fold_claimed_until: datetime | None = None
     last_call_tokens: int | None = None
     unreported_usage: TokenUsage = field(default_factory=TokenUsage)  # of folds after answers, until a turn reports it
+    fold_batch_limit: int | None = None  # messages per fold request after a refused fold; None: the batch size
 
     def is_paused(self, now: datetime) -> bool:
         return self.paused_until is not None and now < self.paused_until

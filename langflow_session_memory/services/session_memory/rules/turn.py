@@ -28,7 +28,8 @@ class Turn:
     tracing handlers (Langflow's tracing service), which see the turn's fold calls as runs.
     ``model_server``: where the Agent's model is served (None: the provider's default endpoint);
     ``waits_for_folds``: the turn first waits for the folds running there, which would compete
-    with it for that server (:func:`settings.new_turn_waits_for_folds`).
+    with it for that server (:func:`settings.new_turn_waits_for_folds`). ``input_text``: the start of the
+    user's message, whose words find the older messages it refers to (``rules.recall``).
     """
 
     key: SessionKey
@@ -42,6 +43,7 @@ class Turn:
     model_server: str | None = None
     waits_for_folds: bool = False
     declared_window: int | None = None
+    input_text: str = ""
 
 
 class Mode(Enum):

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from langflow.services.database.models.message.model import MessageTable
-from sqlalchemy import Integer, Select, String, Uuid, and_, bindparam, func, literal, or_, select
+from sqlalchemy import Integer, Select, String, Uuid, and_, bindparam, func, literal, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel.sql.sqltypes import UTCDateTime
 
@@ -241,13 +241,57 @@ async def older_than_window_matching(
         .order_by(_columns.timestamp.desc(), _columns.id.desc())
         .limit(limit)
     )
-    return [
-        Candidate(
-            message_id=row.id,
-            timestamp=row.timestamp,
-            sender=row.sender,
-            sender_name=row.sender_name,
-            text=row.text or "",
+    return [_candidate(row) for row in await session.execute(statement)]
+
+
+def _at_word_start(word: str, dialect: str):
+    """Text holding ``word`` where a word starts, any case (``\\m`` on PostgreSQL; on SQLite at the text's
+    start, or after a space or a line break), so that a short word ("car") is not found inside others
+    ("scarf") and the newest matches are the word's own."""
+    if dialect == "postgresql":
+        return _columns.text.regexp_match(r"\m" + _NOT_A_WORD_CHARACTER.sub(r"\\\g<0>", word), flags="i")
+    return or_(
+        _columns.text.istartswith(word, autoescape=True),
+        _columns.text.icontains(f" {word}", autoescape=True),
+        _columns.text.icontains(f"\n{word}", autoescape=True),
+    )
+
+
+async def older_matching_each(
+    session: AsyncSession, key: SessionKey, *, before: Cursor, words: Sequence[str], limit: int, read_characters: int
+) -> dict[str, list[Candidate]]:
+    """For each of ``words``, the newest ``limit`` messages before ``before`` holding it at a word start.
+
+    One statement (a UNION ALL of one bounded keyset scan per word): a rare word's old messages are
+    found however many newer ones hold a common word, and how many each word found tells how rare it
+    is. Only the first ``read_characters`` of each text are read.
+    """
+    dialect = session.bind.dialect.name
+    per_word = [
+        select(
+            literal(index).label("word"),
+            _columns.id,
+            _columns.timestamp,
+            _columns.sender,
+            _columns.sender_name,
+            func.substr(_columns.text, 1, read_characters).label("text"),
         )
-        for row in await session.execute(statement)
+        .where(_scope(key), _before(before), _at_word_start(word, dialect))
+        .order_by(_columns.timestamp.desc(), _columns.id.desc())
+        .limit(limit)
+        .subquery()
+        for index, word in enumerate(words)
     ]
+    found: dict[str, list[Candidate]] = {word: [] for word in words}
+    if not per_word:
+        return found
+    statement = union_all(*(select(*subquery.c) for subquery in per_word))
+    for row in await session.execute(statement):
+        found[words[row.word]].append(_candidate(row))
+    return found
+
+
+def _candidate(row) -> Candidate:
+    return Candidate(
+        message_id=row.id, timestamp=row.timestamp, sender=row.sender, sender_name=row.sender_name, text=row.text or ""
+    )

@@ -59,5 +59,6 @@ class SessionMemoryState(SessionMemoryBase, table=True):
     unreported_input_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     unreported_output_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     unreported_cached_input_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    fold_batch_limit: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     created_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
     updated_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))

@@ -60,6 +60,7 @@ def to_state(key: SessionKey, row) -> SessionState:
             output_tokens=row.unreported_output_tokens or 0,
             cached_input_tokens=row.unreported_cached_input_tokens or 0,
         ),
+        fold_batch_limit=row.fold_batch_limit,
     )
 
 
@@ -103,6 +104,7 @@ async def compare_and_swap(session: AsyncSession, seen: SessionState, new: Sessi
             version=seen.version + 1,
             paused_until=new.paused_until,
             last_error=new.last_error,
+            fold_batch_limit=new.fold_batch_limit,
             updated_at=utc_now(),
         )
     )
@@ -182,15 +184,20 @@ async def record_call_size(session: AsyncSession, key: SessionKey, tokens: int |
     await session.execute(update(table).where(key_filter(key)).values(last_call_tokens=tokens))
 
 
-async def pause(session: AsyncSession, key: SessionKey, until: datetime, reason: str) -> None:
+async def pause(
+    session: AsyncSession, key: SessionKey, until: datetime, reason: str, fold_batch_limit: int | None = None
+) -> None:
     """Stop folding for this key until ``until``, visible to every worker; summary and cursor stay.
 
-    Only an existing row is paused: the fold's claim created it, so a missing row means
-    the session was deleted while the model ran, and nothing of it may come back.
+    ``fold_batch_limit``: how many messages the attempt after the pause may fold in one request
+    (None: the policy's batch size). Only an existing row is paused: the fold's claim created it,
+    so a missing row means the session was deleted while the model ran, and nothing of it may come back.
     """
     table = SessionMemoryState.__table__
     await session.execute(
-        update(table).where(key_filter(key)).values(paused_until=until, last_error=reason, updated_at=utc_now())
+        update(table)
+        .where(key_filter(key))
+        .values(paused_until=until, last_error=reason, fold_batch_limit=fold_batch_limit, updated_at=utc_now())
     )
 
 

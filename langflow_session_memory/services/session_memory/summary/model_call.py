@@ -23,7 +23,9 @@ from lfx.log.logger import logger
 from langflow_session_memory.services.session_memory.rules import context_size, usage
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
+from langflow_session_memory.services.session_memory.summary import notes
 from langflow_session_memory.services.session_memory.summary.prompt import (
+    SUMMARY_WORD_LIMIT,
     ChatLine,
     FoldBudget,
     fold_budget,
@@ -34,6 +36,8 @@ from langflow_session_memory.services.session_memory.summary.prompt import (
 from langflow_session_memory.services.session_memory.summary.validation import (
     SummaryRejectedError,
     allowed_words,
+    check_size,
+    complete_part,
     validate_summary,
     within_word_limit,
     word_count,
@@ -118,17 +122,27 @@ async def _fold_chunk(
     budget: FoldBudget,
     tracing: Sequence,
 ) -> FoldResult:
-    request = fold_request(previous_summary, chunk)
-    response = await _answer(llm, provider, request, budget.output_tokens, tracing)
-    if incomplete := cut_off(response):
-        raise SummaryRejectedError(f"summary {incomplete} ({budget.output_tokens}-token cap)")
+    request = fold_request(chunk)
+    response, read_past_budget = await _answer(llm, provider, request, budget.output_tokens, tracing)
     text = _text_of(response.content)
-    shortened, dropped = within_word_limit(text, allowed_words(previous_summary, chunk))
-    summary = validate_summary(shortened, previous_summary=previous_summary, batch=chunk)
-    if dropped:
+    if incomplete := ("cut at the output cap" if read_past_budget else cut_off(response)):
+        kept = complete_part(text)
+        if kept is None:
+            raise SummaryRejectedError(f"summary {incomplete} ({budget.output_tokens}-token cap)")
         await logger.ainfo(
-            f"session_summary_shortened dropped_lines={dropped} words_written={word_count(text)} "
-            f"words_kept={word_count(summary)}"
+            f"session_summary_salvaged why={incomplete.replace(' ', '_')} words_written={word_count(text)} "
+            f"words_kept={word_count(kept)}"
+        )
+        text = kept
+    shortened, dropped = within_word_limit(text, allowed_words(chunk))
+    update = validate_summary(shortened, batch=chunk)
+    result = notes.merged(previous_summary, update, SUMMARY_WORD_LIMIT)
+    summary = result.notes.text()
+    check_size(summary)
+    if dropped or result.dropped_conversation or result.dropped_facts:
+        await logger.ainfo(
+            f"session_summary_shortened dropped_lines={dropped + result.dropped_conversation} "
+            f"dropped_facts={result.dropped_facts} words_written={word_count(text)} words_kept={word_count(summary)}"
         )
     spent = usage.of_call(
         getattr(response, "usage_metadata", None),
@@ -139,7 +153,8 @@ async def _fold_chunk(
 
 
 async def _answer(llm: BaseChatModel, provider: str | None, request: list, output_tokens: int, tracing: Sequence):
-    """The model's answer; a parameter the provider refuses is dropped and the call made once more.
+    """The model's answer, and whether reading it stopped at the budget; a parameter the provider refuses is
+    dropped and the call made once more.
 
     Langflow's remediation registry recognises the refusal from the provider's error
     text (matched here, never logged); a fix that works is remembered for the model, as
@@ -164,7 +179,8 @@ async def _answer(llm: BaseChatModel, provider: str | None, request: list, outpu
 
 
 async def _invoke(model: BaseChatModel, request: list, output_tokens: int, tracing: Sequence):
-    """The streamed answer, gathered; reading stops (and the stream closes) once it outgrows ``output_tokens``.
+    """The streamed answer, gathered, and whether reading stopped (and the stream closed) because it outgrew
+    ``output_tokens``.
 
     ``tracing``: the only callbacks the call gets (an explicit list: none is inherited from a
     run around it, such as an outer agent's, whose handlers would stream the summary).
@@ -175,10 +191,10 @@ async def _invoke(model: BaseChatModel, request: list, output_tokens: int, traci
         async for chunk in chunks:
             answer = chunk if answer is None else answer + chunk
             if len(_text_of(answer.content)) > output_tokens * _CHARACTERS_PER_TOKEN:
-                raise SummaryRejectedError(f"summary cut at the {output_tokens}-token output cap")
+                return answer, True
     if answer is None:  # no chunk at all: llama-cpp-python's answer to a prompt over its window
         raise RequestTooLongError("the model's stream was empty")
-    return answer
+    return answer, False
 
 
 def cut_off(response) -> str | None:

@@ -22,24 +22,27 @@ MAX_CHARACTERS_PER_MESSAGE = 4000
 # Fold requests on a small context window (see :func:`fold_budget`).
 MIN_FOLD_OUTPUT_TOKENS = 512
 FOLD_REQUEST_SHARE = 0.75
-PREVIOUS_SUMMARY_TOKENS = 450  # the summary sent back in: 300 words and their headings
 MIN_TRANSCRIPT_TOKENS = 100
 _LINE_OVERHEAD_TOKENS = 4  # "User: " and the line break
 SMALLEST_CLIP_CHARACTERS = 200  # a lone message is clipped no shorter when a request is still refused
 
+FACT_LINE_WORDS = 15
+
 # The format is described in words, not shown with sample bullets: small instruct models copy
 # sample lines verbatim (Qwen2.5-Coder 0.5B returned "- one short line per fact (who, what, ...)").
-SUMMARY_INSTRUCTIONS = f"""You keep the running notes of a long conversation between a user and an assistant.
-You receive the current notes (possibly empty) and the next messages of the conversation.
-Return the updated notes: keep every fact from the current notes that still holds, add what
-the new messages establish, and correct what they change. Never drop names, identifiers,
-numbers, decisions or commitments. Do not answer the user and do not add commentary.
-
-Write the notes in two sections, at most {SUMMARY_WORD_LIMIT} words in total. The first section
-starts with the line "Key facts:" followed by one short line per fact, each starting with "- ".
-The second section starts with the line "Conversation so far:" followed by a few short lines,
-oldest first, each starting with "- ", saying what was discussed."""
-_INSTRUCTION_TOKENS = context_size.estimate_tokens(SUMMARY_INSTRUCTIONS)
+# The request holds the batch alone, the question after it: shown the current notes, Qwen2.5-Coder
+# 1.5B copied them back unchanged fold after fold, or copied the messages (docs/real-model.md,
+# issue 38); asked what one part of the chat states, it wrote facts. ``notes`` merges them.
+SUMMARY_INSTRUCTIONS = """You keep the running notes of a long conversation between a user and an assistant, in two
+sections, "Key facts" and "Conversation so far". You read the next part of the conversation and write down the
+lasting facts it states, in your own words. You never copy messages and you leave out chit-chat."""
+FACT_QUESTION = f"""Which lasting facts does this part of the conversation state? Lasting facts are: people and their
+names, relatives, pets, things bought or owned, where someone lives or works, dates, numbers, names and identifiers
+of things, plans, decisions, commitments, allergies, hobbies. Not facts: weather, meals, TV, moods, sleep, greetings.
+Write the line "Key facts:" and then each lasting fact on its own line, starting with "- ", at most {FACT_LINE_WORDS}
+words, saying who or what it is about. Then write the line "Conversation so far:" and one line starting with "- "
+naming the topics."""
+_INSTRUCTION_TOKENS = context_size.estimate_tokens(SUMMARY_INSTRUCTIONS) + context_size.estimate_tokens(FACT_QUESTION)
 
 
 @dataclass(frozen=True)
@@ -58,13 +61,12 @@ class FoldBudget:
     transcript_tokens: int | None = None
 
 
-def fold_request(previous_summary: str, batch: Sequence[ChatLine]) -> list:
-    """The instructions, then the current summary and the batch's transcript, each message clipped."""
+def fold_request(batch: Sequence[ChatLine]) -> list:
+    """The instructions, then the batch's transcript (each message clipped) and the question about it."""
     transcript = "\n".join(f"{line.role}: {clipped(line.text)}" for line in batch)
-    summary = clipped(previous_summary, SUMMARY_CHARACTER_LIMIT) or "(none yet)"
     return [
         SystemMessage(content=SUMMARY_INSTRUCTIONS),
-        HumanMessage(content=f"Current notes:\n{summary}\n\nNext messages:\n{transcript}"),
+        HumanMessage(content=f"Conversation:\n{transcript}\n\n{FACT_QUESTION}"),
     ]
 
 
@@ -73,14 +75,14 @@ def fold_budget(output_tokens: int, context_window: int | None) -> FoldBudget:
 
     ``output_tokens`` is the fold's own output cap for the model. A small window (a local
     model's 2,048 tokens) keeps a quarter for the summary written, and a batch of long
-    messages is then folded in several requests, each with the summary so far. The request
+    messages is then folded in several requests, each merged into the notes in turn. The request
     gets only :data:`FOLD_REQUEST_SHARE` of what remains: real tokenizers count more tokens
     than the ``characters / 4`` estimate on digits, code and logs.
     """
     if not context_window:
         return FoldBudget(output_tokens)
     output = min(output_tokens, max(context_window // 4, MIN_FOLD_OUTPUT_TOKENS))
-    room = int((context_window - output) * FOLD_REQUEST_SHARE) - _INSTRUCTION_TOKENS - PREVIOUS_SUMMARY_TOKENS
+    room = int((context_window - output) * FOLD_REQUEST_SHARE) - _INSTRUCTION_TOKENS
     return FoldBudget(output, max(room, MIN_TRANSCRIPT_TOKENS))
 
 

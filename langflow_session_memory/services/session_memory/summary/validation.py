@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from langflow_session_memory.services.session_memory.reasons import CountsOnlyError
 from langflow_session_memory.services.session_memory.summary.prompt import (
+    FACT_QUESTION,
     SECTION_HEADINGS,
     SUMMARY_CHARACTER_LIMIT,
     SUMMARY_INSTRUCTIONS,
@@ -92,10 +93,10 @@ def validate_edited_summary(candidate: str) -> str:
     return summary
 
 
-def allowed_words(previous_summary: str, batch: Sequence[ChatLine]) -> int:
-    """How many words the new summary may have: the cap, and no more than it replaces (or the floor), headings
-    aside."""
-    replaced = word_count(previous_summary) + sum(word_count(line.text) for line in batch)
+def allowed_words(batch: Sequence[ChatLine]) -> int:
+    """How many words a fold's answer about ``batch`` may have: the cap, and no more than the batch holds (or the
+    floor), headings aside."""
+    replaced = sum(word_count(line.text) for line in batch)
     return min(SUMMARY_WORD_LIMIT, max(replaced, SUMMARY_FLOOR_WORDS) + _HEADING_WORDS)
 
 
@@ -131,15 +132,33 @@ def within_word_limit(summary: str, limit: int) -> tuple[str, int]:
     return shortened, len(conversation) - len(kept)
 
 
-def validate_summary(candidate: str, *, previous_summary: str, batch: Sequence[ChatLine]) -> str:
-    """Return the cleaned summary (headings in their canonical form), or raise :class:`SummaryRejectedError`."""
+def complete_part(cut: str) -> str | None:
+    """What of an answer cut short (at the output cap, or by the server) may still be used: its complete lines,
+    when they include the "Conversation so far" heading, so the "Key facts" section before it is whole.
+
+    A 1.5B model that copies the transcript under "Conversation so far" runs past any cap; at
+    temperature 0 it does so again on every retry of the same request. None when the cut fell
+    inside "Key facts": a fact after the cut, or one of the current notes, could be missing.
+    """
+    lines = normalized_headings(cut).splitlines()
+    if not cut.endswith("\n"):
+        lines = lines[:-1]  # the line being written when the answer stopped
+    heading = _CANONICAL_HEADINGS["conversation so far"]
+    if heading not in lines:
+        return None
+    return "\n".join(lines).strip()
+
+
+def validate_summary(candidate: str, *, batch: Sequence[ChatLine]) -> str:
+    """Return a fold's cleaned answer about ``batch`` (headings in their canonical form), or raise
+    :class:`SummaryRejectedError`."""
     summary = normalized_headings(candidate.strip())
     words = check_size(summary)
     if _ERROR_TEXT.search(summary):
         raise SummaryRejectedError("summary looks like an error text")
     if repeats_instructions(summary):
         raise SummaryRejectedError("summary repeats the fold instructions")
-    replaced = word_count(previous_summary) + sum(word_count(line.text) for line in batch)
+    replaced = sum(word_count(line.text) for line in batch)
     if words > max(replaced, SUMMARY_FLOOR_WORDS) + _HEADING_WORDS:
         raise SummaryRejectedError(f"summary has {words} words, more than the {replaced} it replaces")
     missing = [heading for heading in SECTION_HEADINGS if heading.lower() not in summary.lower()]
@@ -170,4 +189,4 @@ def _plain_words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-_INSTRUCTION_WORDS = _plain_words(SUMMARY_INSTRUCTIONS)
+_INSTRUCTION_WORDS = _plain_words(f"{SUMMARY_INSTRUCTIONS}\n{FACT_QUESTION}")

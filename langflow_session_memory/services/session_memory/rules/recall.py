@@ -1,0 +1,154 @@
+"""Finding what a turn's message refers to among a session's older messages: the pure part.
+
+The user's words that neither the summary nor the messages sent hold (:func:`unheld`), each
+word's weight by how rare it is among the older messages (:func:`word_weights`: a word found in
+few messages outweighs one found in hundreds), and the few best excerpts above a calibrated score
+(:func:`best_excerpts`). No I/O: the database finds the candidates
+(``messages.older_matching_each``), the service puts the excerpts in the turn's request, and the
+search tool (``agent.search``) ranks its own with the same words.
+"""
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from langflow_session_memory.services.session_memory.rules import context_size
+
+MAX_KEYWORDS = 8
+# The model writes the query: these bound what reaches SQL (PostgreSQL compiles the words into one
+# regex, SQLite refuses a LIKE pattern over 50,000 bytes). A word is cut to its start, which still
+# matches every message holding it; words past the pattern's budget are left out.
+MAX_QUERY_CHARACTERS = 1_000
+MAX_KEYWORD_CHARACTERS = 64
+MAX_PATTERN_CHARACTERS = 256
+EXCERPT_CHARACTERS = 300
+ELLIPSIS = "…"
+# Words a recall question is made of that would match almost every message.
+_STOP_WORDS_TEXT = """a about after again all also am an and any are as at be been before but by can could did do does
+earlier for from had has have he her him his how i if in into is it its just me mentioned my no not of on or our
+said say she so some than that the their them then there these they this to told up us was we were what when where
+which who whom why will with would you your"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+_WORD = re.compile(r"\w+(?:[-.'/:]\w+)*")
+
+
+def keywords(query: str) -> tuple[str, ...]:
+    """The query's distinctive words, lower-case, in order, without repeats or stop words.
+
+    IDs keep their inner punctuation (``PRJ-123``, ``v2.1``) so they match as written. Only
+    the query's first :data:`MAX_QUERY_CHARACTERS` are read, each word is cut to
+    :data:`MAX_KEYWORD_CHARACTERS`, and together they hold at most :data:`MAX_PATTERN_CHARACTERS`.
+    """
+    found: list[str] = []
+    budget = MAX_PATTERN_CHARACTERS
+    for word in _WORD.findall(query[:MAX_QUERY_CHARACTERS].lower()):
+        word = word[:MAX_KEYWORD_CHARACTERS]
+        if word in STOP_WORDS or (len(word) == 1 and not word.isdigit()) or word in found:
+            continue
+        if len(word) > budget or len(found) == MAX_KEYWORDS:
+            break
+        found.append(word)
+        budget -= len(word)
+    return tuple(found)
+
+
+def excerpt(text: str, words: Sequence[str], limit: int = EXCERPT_CHARACTERS) -> str:
+    """At most ``limit`` characters of ``text``, around its first keyword, marked where clipped."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    lowered = flat.lower()
+    first_hit = min((index for index in (lowered.find(word) for word in words) if index >= 0), default=0)
+    start = max(0, min(first_hit - limit // 3, len(flat) - limit))
+    end = start + limit
+    # Each ellipsis takes one of the ``limit`` characters.
+    if start > 0:
+        start += 1
+    if end < len(flat):
+        end -= 1
+    return f"{ELLIPSIS if start else ''}{flat[start:end]}{ELLIPSIS if end < len(flat) else ''}"
+
+
+# Excerpts a turn carries without any tool call: a handful, a few hundred tokens in all, only past a score
+# (calibrated on the chatty session of ``benchmarks.chatty``: docs/switch.md, "Excerpts of older messages").
+CANDIDATES_PER_WORD = 50
+MOST_EXCERPTS = 3
+EXCERPT_TOKENS = 300
+# The score of a message one word of the question names and no more than 7 older messages hold
+# (log(1 + 50/7) = 2.1): a word in 8 or more, or words common among the older messages, quote nothing alone.
+MIN_EXCERPT_SCORE = 2.0
+
+
+def excerpt_budget(context_window: int | None) -> int:
+    """The tokens a turn's excerpts may take: :data:`EXCERPT_TOKENS`, and no more than a sixteenth of a known
+    window (128 of a small local model's 2,048)."""
+    return min(EXCERPT_TOKENS, context_window // 16) if context_window else EXCERPT_TOKENS
+
+
+class Found(Protocol):
+    """A stored message a keyword found (``messages.Candidate``)."""
+
+    message_id: object
+    timestamp: datetime
+    sender: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """An older message quoted in a turn's request: who said it, when, the part around its words, its score."""
+
+    sender: str
+    timestamp: datetime
+    text: str
+    score: float
+
+
+def word_start(word: str) -> re.Pattern:
+    """``word`` where a word starts, any ending after it ("pet" finds "pets", not "carpet")."""
+    return re.compile(rf"(?<!\w){re.escape(word)}", re.IGNORECASE)
+
+
+def unheld(words: Sequence[str], held: Sequence[str]) -> tuple[str, ...]:
+    """The ``words`` none of the ``held`` texts (the summary, the messages sent) holds at a word start."""
+    patterns = [(word, word_start(word)) for word in words]
+    return tuple(word for word, pattern in patterns if not any(pattern.search(text) for text in held))
+
+
+def word_weights(found: Mapping[str, Sequence[Found]], per_word: int = CANDIDATES_PER_WORD) -> dict[str, float]:
+    """Each word's weight, ``log(1 + per_word / messages holding it)``: the fewer older messages hold it, the more
+    a message holding it is worth; a word found in ``per_word`` or more weighs ``log 2``."""
+    return {word: math.log1p(per_word / len(rows)) for word, rows in found.items() if rows}
+
+
+def best_excerpts(
+    found: Mapping[str, Sequence[Found]],
+    *,
+    most: int = MOST_EXCERPTS,
+    min_score: float = MIN_EXCERPT_SCORE,
+    tokens: int = EXCERPT_TOKENS,
+    characters: int = EXCERPT_CHARACTERS,
+) -> list[Excerpt]:
+    """The best-scoring messages among those the words found, at most ``most`` and ``tokens``, each scoring at
+    least ``min_score`` (the sum of the weights of the words it holds), oldest first as they were said."""
+    weights = word_weights(found)
+    messages = {row.message_id: row for rows in found.values() for row in rows}
+    scored = []
+    for row in messages.values():
+        held = [word for word in weights if word_start(word).search(row.text)]
+        score = sum(weights[word] for word in held)
+        if score >= min_score:
+            scored.append((score, row.timestamp, row, held))
+    scored.sort(key=lambda entry: entry[:2], reverse=True)
+    chosen, spent = [], 0
+    for score, _, row, held in scored[:most]:
+        text = excerpt(row.text, held, characters)
+        size = context_size.estimate_tokens(text)
+        if spent + size > tokens:
+            break
+        chosen.append(Excerpt(sender=row.sender, timestamp=row.timestamp, text=text, score=round(score, 2)))
+        spent += size
+    return sorted(chosen, key=lambda chosen_excerpt: chosen_excerpt.timestamp)

@@ -1,0 +1,82 @@
+"""A refused fold is never asked again as it was: a model at temperature 0 answers the same request the same way.
+
+On SQLite and PostgreSQL, through the service and the fold runner, with a model whose refusals are
+deterministic (issue 38: Qwen2.5-Coder 1.5B ran past the output cap on the same batch after every pause).
+"""
+
+import uuid
+from datetime import timedelta
+
+from pydantic import Field
+
+from langflow_session_memory.services.session_memory.rules.turn import Turn
+from tests.chat import ScriptedChatModel, chat_rows, store_rows
+from tests.services.test_service import BATCH, WINDOW, folded_turn, row, seed
+
+
+class RefusingModel(ScriptedChatModel):
+    """Writes an empty answer (a refused summary) for every request that holds ``poison``; records them."""
+
+    poison: str = ""
+    refused: list = Field(default_factory=list)
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if self.poison in messages[-1].content:
+            self.refused.append(messages[-1].content)
+            self.script = [""]
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+async def test_after_a_refused_batch_the_next_attempt_asks_for_half_its_messages(service, sessions, key, clock):
+    _, turn = await seed(sessions, key, BATCH + WINDOW)
+    await folded_turn(service, turn, ScriptedChatModel(script=[""]))  # refused: the session pauses
+    paused = await row(sessions, key)
+    assert (paused.folded_count, paused.fold_batch_limit) == (0, BATCH // 2)
+
+    clock.now += timedelta(minutes=10)
+    model = ScriptedChatModel()
+    await folded_turn(service, Turn(key, WINDOW, None), model)
+
+    assert [len(model.batch_texts(call)) for call in range(len(model.calls))] == [BATCH // 2, BATCH // 2]
+    resumed = await row(sessions, key)
+    assert (resumed.folded_count, resumed.fold_batch_limit, resumed.paused_until) == (BATCH, None, None)
+
+
+async def test_a_message_whose_summary_is_always_refused_never_stalls_the_session(
+    service, sessions, key, clock, captured_logs
+):
+    rows, _ = await seed(sessions, key, BATCH + WINDOW)
+    model = RefusingModel(poison=rows[3].text)
+
+    turns = 0
+    while (state := await row(sessions, key)) is None or state.folded_count < BATCH:
+        turns += 1
+        assert turns <= 10, "the session stopped folding"
+        await folded_turn(service, Turn(key, WINDOW, None), model)
+        await store_rows(sessions, chat_rows(key, 2, first=BATCH + WINDOW + 2 * turns))  # the turn's two messages
+        clock.now += timedelta(minutes=10)
+
+    assert len(model.refused) == len(set(model.refused))  # no refused request was ever sent again
+    assert "Key facts" in state.summary  # what the other messages said is kept
+    skipped = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold_skipped")]
+    assert len(skipped) == 1
+    assert rows[3].text not in skipped[0]  # counts and reasons, never text
+
+
+async def test_a_400_message_backlog_on_a_one_slot_server_folds_in_bounded_turns_one_fold_at_a_time(
+    service, sessions, key
+):
+    await seed(sessions, key, 400 + WINDOW)
+    model = ScriptedChatModel()
+    turns = 0
+    while (state := await row(sessions, key)) is None or state.folded_count < 400:
+        turns += 1
+        # Two batches a turn (one in it, one after it) while the backlog lasts, one a turn for the last two.
+        assert turns <= 400 // BATCH // 2 + 3, "the backlog stopped folding"
+        turn = Turn(key, WINDOW, uuid.uuid4(), waits_for_folds=True)  # a local server: the next turn waits for folds
+        calls = len(model.calls)
+        await service.build_history(turn, model)
+        assert len(model.calls) - calls <= 1  # the turn itself waits for one fold at most
+        calls = len(model.calls)
+        await service.fold_after_turn(turn, model)
+        assert len(model.calls) - calls <= 1  # and the next turn, waiting for the fold after this answer, for one
