@@ -114,7 +114,7 @@ EVAL_ARGS ?=
 MODEL_SETTINGS = $(if $(MODEL),--model $(MODEL)) $(if $(MAX_TOKENS),--agent-max-tokens $(MAX_TOKENS)) \
 	$(if $(CONTEXT),--context-window $(CONTEXT))
 
-.PHONY: demo bench bench-one-slot eval eval-real test-real
+.PHONY: demo bench bench-one-slot eval eval-real eval-real-short test-real
 
 demo: install
 	$(BIN)/python -m benchmarks.demo $(MODEL_SETTINGS) $(if $(TURNS),--filler-turns $(TURNS))
@@ -129,9 +129,14 @@ bench-one-slot: install
 eval: install
 	$(BIN)/python -m benchmarks.eval $(MODEL_SETTINGS) $(if $(QUICK),--quick) $(EVAL_ARGS)
 
-# The recall eval against Qwen2.5-Coder 1.5B Instruct served by the real-model tier's llama-cpp-python (built once,
-# as for make test-real): a reduced size in about a quarter of an hour, into its section of docs/eval.md.
+# Recall on a real model: a long chatty session (benchmarks/long_chat.py: 300 stored messages, questions about what
+# was said 225+ messages earlier) against Qwen2.5-Coder 1.5B Instruct served by the real-model tier's llama-cpp-python
+# (built once, as for make test-real): stock Agent at N=100 and N=10, the switch on at N=10, an oracle; about 45 min,
+# into its section of docs/eval.md. eval-real-short: the scripted recall eval at a reduced size (~15 min).
 eval-real: install
+	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier long-chat $(EVAL_ARGS)
+
+eval-real-short: install
 	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier eval $(EVAL_ARGS)
 
 # The real-model tier (not part of `make test`): builds llama-cpp-python in .venv-real (once; the wheel and the models

@@ -33,10 +33,12 @@ from benchmarks.databases import postgres_database
 from benchmarks.history import p95
 from benchmarks.session_delete import message_row
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.agent.search import keywords
 from langflow_session_memory.services.session_memory.agent.search_tool import find_earlier
+from langflow_session_memory.services.session_memory.rules.recall import keywords
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.service import SessionMemoryService
+from langflow_session_memory.services.session_memory.storage import messages as message_queries
 
 N_MESSAGES = 10
 INSERT_CHUNK = 5_000
@@ -62,6 +64,7 @@ VOCABULARY = (
 FACTS = {0.001: "The vault code is ZEBRA-42, keep it safe.", 0.5: "Team 10 keeps its locker code as VAULT-10."}
 QUERIES = {
     "common words (200 candidates at once)": "deploy cluster review",
+    "common words and a rare one at the start": "deploy cluster review meeting vault ZEBRA-42",
     "rare word, middle of the session": "locker code team 10",
     "rare word, start of the session": "vault code ZEBRA-42",
     "word found nowhere (whole range read)": "quokka",
@@ -93,6 +96,8 @@ class SearchTiming:
     matches: int
     median_ms: float
     p95_ms: float
+    path: str = "tool"
+    planted_found: bool = False
 
 
 def filler(rng: random.Random, i: int) -> str:
@@ -159,18 +164,34 @@ async def measure(backend: str, url: str, messages: int, rounds: int) -> tuple[l
         async with engine.begin() as connection:
             await connection.execute(text("ANALYZE"))
         print(f"{backend}: seeded {messages:,} messages in {time.perf_counter() - started:.0f} s")  # noqa: T201
-        turn = Turn(key=key, n_messages=N_MESSAGES, input_message_id=input_id)
         timings = []
+        async with sessions() as session:
+            window = await message_queries.newest(session, key, N_MESSAGES)
+        service = SessionMemoryService(sessions)
         for name, query in QUERIES.items():
-            words = keywords(query)
-            found = await find_earlier(sessions, turn, words)  # warm-up
-            elapsed = []
-            for _ in range(rounds):
-                started = time.perf_counter()
-                await find_earlier(sessions, turn, words)
-                elapsed.append((time.perf_counter() - started) * 1000)
-            timings.append(SearchTiming(backend, messages, name, len(found), statistics.median(elapsed), p95(elapsed)))
-            print(f"  {name}: median {timings[-1].median_ms:.1f} ms, p95 {timings[-1].p95_ms:.1f} ms")  # noqa: T201
+            turn = Turn(key=key, n_messages=N_MESSAGES, input_message_id=input_id, input_text=query)
+            calls = {
+                "tool": lambda turn=turn, query=query: find_earlier(sessions, turn, keywords(query)),
+                "excerpts": lambda turn=turn: service.excerpts(turn, "", window),
+            }
+            for path, call in calls.items():
+                found = await call()  # warm-up
+                elapsed = []
+                for _ in range(rounds):
+                    started = time.perf_counter()
+                    await call()
+                    elapsed.append((time.perf_counter() - started) * 1000)
+                planted = any(
+                    fact in hit.excerpt if path == "tool" else fact in hit.text
+                    for hit in found
+                    for fact in FACTS.values()
+                )
+                timings.append(
+                    SearchTiming(
+                        backend, messages, name, len(found), statistics.median(elapsed), p95(elapsed), path, planted
+                    )
+                )
+                print(f"  {path}, {name}: median {timings[-1].median_ms:.1f} ms, p95 {timings[-1].p95_ms:.1f} ms")  # noqa: T201
         filters = []
         if backend == "postgresql":
             filters = await postgres_filters(engine, key, keywords(QUERIES[WORST_QUERY]), max(rounds // 4, 1))
@@ -186,15 +207,24 @@ def section(timings: list[SearchTiming], filters: list[FilterTiming], rounds: in
         "",
         f"`python -m benchmarks.search` (not part of `make bench`; `--write` renews this section), "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC: one call of the tool's search (window start, candidates "
-        f"LIMIT 200, ranking) on a session of {timings[0].messages:,} messages, N={N_MESSAGES}, median and p95 of "
+        f"LIMIT 200, ranking) on sessions of {', '.join(sorted({f'{t.messages:,}' for t in timings}))} messages, "
+        f"N={N_MESSAGES}, median and p95 of "
         f"{rounds} calls after one warm-up; PostgreSQL analysed after seeding. A rare word or one that is nowhere "
         "makes the database read the session's older messages in full (the keyword filter cannot use an index; "
         "the range scan is bounded by the session, and the result by LIMIT).",
         "",
-        "| backend | query | matches shown | median ms | p95 ms |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "The same queries as a turn's message, for the excerpts a turn quotes without a tool call "
+        "(`SessionMemoryService.excerpts`: one bounded scan per word, LIMIT 50 each, the words weighed by how "
+        "rare they are); *planted fact* says whether the fact the query names was among what the model gets.",
+        "",
+        "| backend | messages | path | query | matches shown | planted fact | median ms | p95 ms |",
+        "| --- | ---: | --- | --- | ---: | --- | ---: | ---: |",
     ]
-    lines += [f"| {t.backend} | {t.query} | {t.matches} | {t.median_ms:.1f} | {t.p95_ms:.1f} |" for t in timings]
+    lines += [
+        f"| {t.backend} | {t.messages:,} | {t.path} | {t.query} | {t.matches} | {'yes' if t.planted_found else 'no'} | "
+        f"{t.median_ms:.1f} | {t.p95_ms:.1f} |"
+        for t in timings
+    ]
     if filters:
         lines += [
             "",
@@ -222,28 +252,32 @@ def write_section(markdown: Path, text_: str) -> None:
     markdown.write_text(f"{kept}\n\n{text_}", encoding="utf-8")
 
 
-async def main(messages: int, rounds: int, backends: list[str]) -> str:
+async def main(sizes: list[int], rounds: int, backends: list[str]) -> str:
     timings, filters = [], []
-    for backend in backends:
-        if backend == "sqlite":
-            with tempfile.TemporaryDirectory() as directory:
-                measured = await measure(backend, f"sqlite:///{directory}/search.db", messages, rounds)
-        else:
-            with postgres_database() as url:
-                measured = await measure(backend, url, messages, rounds)
-        timings += measured[0]
-        filters += measured[1]
+    for size in sizes:
+        for backend in backends:
+            if backend == "sqlite":
+                with tempfile.TemporaryDirectory() as directory:
+                    measured = await measure(backend, f"sqlite:///{directory}/search.db", size, rounds)
+            else:
+                with postgres_database() as url:
+                    measured = await measure(backend, url, size, rounds)
+            timings += measured[0]
+            filters += measured[1] if size == max(sizes) else []
     return section(timings, filters, rounds)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=100_000, help="messages in the searched session")
+    parser.add_argument(
+        "--messages", type=int, action="append", help="messages in the searched session (default: 10,000 and 100,000)"
+    )
     parser.add_argument("--rounds", type=int, default=20, help="timed calls per query")
     parser.add_argument("--backend", action="append", choices=["sqlite", "postgresql"], help="default: both")
     parser.add_argument("--write", action="store_true", help="renew the search section of docs/benchmarks.md")
     arguments = parser.parse_args()
-    report = asyncio.run(main(arguments.messages, arguments.rounds, arguments.backend or ["sqlite", "postgresql"]))
+    sizes = arguments.messages or [10_000, 100_000]
+    report = asyncio.run(main(sizes, arguments.rounds, arguments.backend or ["sqlite", "postgresql"]))
     print(report)  # noqa: T201
     if arguments.write:
         write_section(BENCHMARKS_MD, report)

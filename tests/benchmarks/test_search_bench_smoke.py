@@ -4,11 +4,11 @@ from benchmarks import search
 
 
 async def test_the_search_benchmark_reports_every_query_and_renews_its_section(tmp_path):
-    report = await search.main(messages=300, rounds=1, backends=["sqlite"])
+    report = await search.main(sizes=[300], rounds=1, backends=["sqlite"])
 
-    rows = [line for line in report.splitlines() if line.startswith("| sqlite |")]
-    assert len(rows) == len(search.QUERIES)
-    assert rows[-1].split("|")[3].strip() == "0"  # the word found nowhere shows nothing
+    rows = [line.split("|") for line in report.splitlines() if line.startswith("| sqlite |")]
+    assert len(rows) == 2 * len(search.QUERIES)  # the tool's search and a turn's excerpts
+    assert {row[5].strip() for row in rows[-2:]} == {"0"}  # the word found nowhere shows nothing
     markdown = tmp_path / "benchmarks.md"
     markdown.write_text("# Benchmarks\n\nother parts\n", encoding="utf-8")
     search.write_section(markdown, report)

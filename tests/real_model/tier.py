@@ -13,9 +13,10 @@
    survival on a base model (``test_base_model.py``), Qwen's judge memory (``test_instruct_model.py``).
    The server is stopped whatever happens.
 
-``REAL_MODEL=gemma`` or ``REAL_MODEL=qwen`` runs one of the two. ``python -m tests.real_model.tier eval``
-(``make eval-real``) serves Qwen the same way and runs the recall eval against it at a reduced size
-(``EVAL_SIZE``), into its section of docs/eval.md. With ``REAL_MODEL_URL`` set, steps 1
+``REAL_MODEL=gemma`` or ``REAL_MODEL=qwen`` runs one of the two. ``python -m tests.real_model.tier long-chat``
+(``make eval-real``) serves Qwen the same way, with an 8,192-token window, and runs the long chatty session of
+``benchmarks.long_chat`` against it; ``... tier eval`` (``make eval-real-short``) the scripted recall eval at a
+reduced size (``EVAL_SIZE``); each into its section of docs/eval.md. With ``REAL_MODEL_URL`` set, steps 1
 and 2 are skipped and the instruct-model tests run against that server instead (Ollama, vLLM, LM
 Studio, llama-server: docs/real-model.md, "Running it"); ``REAL_MODEL_CONTEXT`` gives its window.
 """
@@ -237,28 +238,49 @@ EVAL_SIZE = ("--facts", "8", "--updates", "1", "--filler-turns", "24", "--logs",
 
 
 def run_eval(arguments: list[str]) -> int:
-    """``benchmarks.eval`` against Qwen served by the tier, written into docs/eval.md's real-model section."""
+    """``benchmarks.eval`` against Qwen served by the tier, written into docs/eval.md's real-model section
+    (``make eval-real-short``)."""
+    size = ("--context-window", str(QWEN.context_window), *EVAL_SIZE)
+    return run_benchmark("eval", QWEN, [*size, *arguments], {})
+
+
+# The long chatty session (``benchmarks.long_chat``): Qwen with an 8,192-token window, so that the stock Agent's 100
+# messages fit; LangChain's stream time-out raised from 120 s, which the stock Agent at N=100 outlasts on two cores.
+LONG_CHAT_QWEN = ServedModel(QWEN.name, QWEN.file, 8192, QWEN.threads, QWEN.server_arguments, QWEN.tests)
+LONG_CHAT_STREAM_TIMEOUT_S = "900"
+
+
+def run_long_chat(arguments: list[str]) -> int:
+    """``benchmarks.long_chat`` against Qwen served by the tier, written into docs/eval.md (``make eval-real``)."""
+    window = ("--context-window", str(LONG_CHAT_QWEN.context_window))
+    timeout = {"LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S": LONG_CHAT_STREAM_TIMEOUT_S}
+    return run_benchmark("long_chat", LONG_CHAT_QWEN, [*window, *arguments], timeout)
+
+
+def run_benchmark(module: str, model: ServedModel, arguments: list[str], environment: dict[str, str]) -> int:
+    """``benchmarks.<module>`` against ``model`` served by the tier (built and assembled first), with the server's
+    request log for its token counts; the server is stopped whatever happens."""
     ensure_server_environment()
     ensure_qwen()
     artifacts = ROOT / "test-artifacts" / "real-model"
     artifacts.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    request_log = artifacts / "requests-eval.jsonl"
-    server = serve(QWEN, port, artifacts / "server-eval.log", request_log)
-    name = f"{QWEN.name} (llama-cpp-python 0.3.36, one slot, {QWEN.threads} threads, n_ctx {QWEN.context_window})"
+    request_log = artifacts / f"requests-{module}.jsonl"
+    server = serve(model, port, artifacts / f"server-{module}.log", request_log)
+    name = f"{model.name} (llama-cpp-python 0.3.36, one slot, {model.threads} threads, n_ctx {model.context_window})"
     command = [
         str(ROOT / ".venv" / "bin" / "python"),
-        *("-m", "benchmarks.eval", "--model", "gpt-4o-mini", "--model-name", name),
-        *EVAL_SIZE,
-        *("--context-window", str(QWEN.context_window), "--server-log", str(request_log), *arguments),
+        *("-m", f"benchmarks.{module}", "--model", "gpt-4o-mini", "--model-name", name),
+        *("--server-log", str(request_log), *arguments),
     ]
-    environment = {
+    served = {
         "OPENAI_BASE_URL": f"http://{HOST}:{port}/v1",
         "OPENAI_API_KEY": "sk-local",
         "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS": "240",
+        **environment,
     }
     try:
-        return subprocess.run(command, cwd=ROOT, env={**os.environ, **environment}, check=False).returncode
+        return subprocess.run(command, cwd=ROOT, env={**os.environ, **served}, check=False).returncode
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -267,6 +289,8 @@ def run_eval(arguments: list[str]) -> int:
 def main() -> int:
     if sys.argv[1:2] == ["eval"]:
         return run_eval(sys.argv[2:])
+    if sys.argv[1:2] == ["long-chat"]:
+        return run_long_chat(sys.argv[2:])
     started = time.monotonic()
     if url := os.environ.get("REAL_MODEL_URL"):
         say(f"using the model server at {url}")

@@ -1,0 +1,273 @@
+"""``make eval-real``: does the Agent remember what a user said 200 messages ago in a long, chatty session?
+
+A session of ``benchmarks.chatty`` (facts said in passing among small talk, one fact changed later)
+is stored in Langflow's ``message`` table as Langflow stores a chat, then each configuration gets the
+same few warm-up turns of small talk (a user going on chatting; with the switch on they fold the
+backlog) and the same questions, through the real app (``benchmarks.app``) against a real model.
+An answer is right when it holds every expected word and not the value a changed fact replaced.
+
+Configurations: the stock Agent at N=100 (the default) and at N=10; the Session Memory Agent with
+the switch on at N=10 and its defaults; and an oracle, the stock Agent at N=10 in a session that
+holds only the messages that answer the question (the model's own ceiling). Tokens are the model
+server's count of every request, folds included (the real-model tier's request log); turn times
+are what ``/api/v1/run`` took. Results go into docs/eval.md's section for a real model.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import insert
+
+from benchmarks.app import LangflowApp, langflow_app
+from benchmarks.chatty import ChattyFact, ChattySession, chatty_session
+from benchmarks.inprocess import FOLD_EVENT
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+REPORT = "eval.md"
+MARKER = "<!-- benchmarks.long_chat: real model -->"
+WARM_UP = (
+    "Anyway, enough about me for a second. Quiet day today, just laundry and emails.",
+    "I might try that lentil curry again this week, it was good.",
+    "The weather is supposed to be nice this weekend, finally.",
+    "Work was fine today, nothing special to report.",
+    "I should go to bed earlier, I've been tired all week.",
+    "Okay, I have a few questions about things I told you before.",
+)
+
+
+@dataclass(frozen=True)
+class Configuration:
+    label: str
+    n_messages: int
+    session_memory: bool
+
+    def tweaks(self) -> dict:
+        return {"n_messages": self.n_messages, **({"summarize_older_messages": True} if self.session_memory else {})}
+
+
+CONFIGURATIONS = (
+    Configuration("stock Agent, N=100", 100, session_memory=False),
+    Configuration("stock Agent, N=10", 10, session_memory=False),
+    Configuration("switch on, N=10, defaults", 10, session_memory=True),
+)
+ORACLE = Configuration("oracle: only the messages that answer, stock Agent, N=10", 10, session_memory=False)
+
+
+@dataclass
+class Result:
+    configuration: Configuration
+    answers: list[tuple[ChattyFact, str]] = field(default_factory=list)
+    turn_seconds: list[float] = field(default_factory=list)
+    windows: list[tuple[float, float]] = field(default_factory=list)  # when its requests were served
+    folded: int = 0
+    folds: list[dict] = field(default_factory=list)
+    problems: list[dict] = field(default_factory=list)
+    excerpts: list[dict] = field(default_factory=list)
+
+    @property
+    def correct(self) -> int:
+        return sum(answered(fact, text) for fact, text in self.answers)
+
+
+def answered(fact: ChattyFact, text: str) -> bool:
+    lowered = text.lower()
+    return all(word.lower() in lowered for word in fact.expected) and not (fact.stale and fact.stale.lower() in lowered)
+
+
+def store_session(app: LangflowApp, flow_id: str, session_id: str, messages) -> None:
+    """The session's messages as Langflow stores a chat: the flow's owner, one second apart, an hour ago."""
+    flow_key = uuid.UUID(flow_id).hex if app.engine.dialect.name == "sqlite" else flow_id
+    owner = app.sql("SELECT user_id FROM flow WHERE id = :f", f=flow_key)[0][0]
+    start = datetime.now(UTC) - timedelta(hours=1)
+    rows = [
+        {
+            "id": uuid.uuid4(),
+            "timestamp": start + timedelta(seconds=i),
+            "sender": sender,
+            "sender_name": "User" if sender == "User" else "AI",
+            "session_id": session_id,
+            "text": text,
+            "flow_id": uuid.UUID(flow_id),
+            "user_id": uuid.UUID(str(owner)),
+            "error": False,
+            "edit": False,
+            "files": [],
+            "properties": {},
+            "category": "message",
+            "content_blocks": [],
+        }
+        for i, (sender, text) in enumerate(messages)
+    ]
+    from langflow.services.database.models.message.model import MessageTable
+
+    with app.engine.begin() as connection:
+        connection.execute(insert(MessageTable.__table__), rows)
+
+
+def timed_turn(app: LangflowApp, result: Result, flow_id: str, text: str, session_id: str, tweaks: dict) -> str:
+    started_at, started = time.time(), time.perf_counter()
+    app.run(flow_id, text, session_id, tweaks)
+    result.turn_seconds.append(time.perf_counter() - started)
+    app.settle_folds()  # a user reads the answer before writing again; the fold after it lands
+    result.windows.append((started_at, time.time()))
+    return app.last_answer(session_id)[0]
+
+
+def run_configuration(app: LangflowApp, flow: tuple[str, str], configuration: Configuration, session) -> Result:
+    flow_id, agent_id = flow
+    session_id = f"long-chat-{uuid.uuid4()}"
+    tweaks = {agent_id: configuration.tweaks()}
+    result = Result(configuration)
+    store_session(app, flow_id, session_id, session.messages)
+    app.log.read_events()
+    for text in WARM_UP:
+        timed_turn(app, result, flow_id, text, session_id, tweaks)
+    for fact in session.questions:
+        result.answers.append((fact, timed_turn(app, result, flow_id, fact.question, session_id, tweaks)))
+    events = app.log.read_events()
+    result.folds = [event for event in events if event["event"] == FOLD_EVENT]
+    result.problems = [event for event in events if event["event"].startswith(("session_summary_fold_failed",))]
+    result.excerpts = [event for event in events if event["event"] == "session_memory_excerpts"]
+    result.folded = app.state(session_id)[0]
+    return result
+
+
+def run_oracle(app: LangflowApp, flow: tuple[str, str], session: ChattySession) -> Result:
+    """Each question in a session of its own holding only the messages that answer it (the model's ceiling)."""
+    flow_id, agent_id = flow
+    result = Result(ORACLE)
+    for fact in session.questions:
+        session_id = f"oracle-{uuid.uuid4()}"
+        messages = [
+            pair for said in session.relevant[fact.question] for pair in (("User", said), ("Machine", "Noted."))
+        ]
+        store_session(app, flow_id, session_id, messages)
+        tweaks = {agent_id: ORACLE.tweaks()}
+        result.answers.append((fact, timed_turn(app, result, flow_id, fact.question, session_id, tweaks)))
+    return result
+
+
+def server_tokens(result: Result, server_log: Path | None) -> int | None:
+    """The prompt tokens the model server counted for the configuration's requests, folds included."""
+    if server_log is None or not server_log.exists():
+        return None
+    entries = [json.loads(line) for line in server_log.read_text().splitlines() if line.strip()]
+    return sum(
+        entry["prompt_tokens"]
+        for entry in entries
+        if any(start <= entry["started"] < end for start, end in result.windows)
+    )
+
+
+def section(results: list[Result], *, name: str, seconds: float, session, server_log: Path | None, timeout: str) -> str:
+    stock = results[0]
+    stock_tokens = server_tokens(stock, server_log)
+    lines = [
+        MARKER,
+        "## A long chatty session on a real model (`make eval-real`)",
+        "",
+        f"{name}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {seconds / 60:.0f} min. A session of "
+        f"{len(session.messages)} stored messages (`benchmarks/chatty.py`: {len(session.questions)} facts said in "
+        f"passing among small talk, one changed later; the newest fact {session.newest_fact_age} messages before "
+        f"the questions), then "
+        f"{len(WARM_UP)} turns of small talk and {len(session.questions)} questions, each asked in other words than "
+        f"the fact was said. LangChain's stream time-out raised to {timeout} s for the run "
+        "(`LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S`; at its default, 120 s, a model on a CPU that evaluates the "
+        "stock Agent's 100 messages for longer ends the turn).",
+        "",
+        "| configuration | right answers | prompt tokens (server) | vs stock N=100 | turn s, median | turn s, max "
+        "| messages folded | folds | fold s, median | failed folds | turns with excerpts |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for result in results:
+        tokens = server_tokens(result, server_log)
+        ratio = f"{tokens / stock_tokens:.2f}x" if tokens is not None and stock_tokens else "-"
+        counted = f"{tokens:,}" if tokens is not None else "-"
+        fold_seconds = [int(fold.get("latency_ms", 0)) / 1000 for fold in result.folds]
+        lines.append(
+            f"| {result.configuration.label} | {result.correct}/{len(result.answers)} | "
+            f"{counted} | {ratio} | {statistics.median(result.turn_seconds):.1f} | "
+            f"{max(result.turn_seconds):.1f} | {result.folded} | {len(result.folds)} | "
+            f"{statistics.median(fold_seconds) if fold_seconds else 0:.1f} | {len(result.problems)} | "
+            f"{len(result.excerpts)} |"
+        )
+    lines += ["", "| question | expected | " + " | ".join(r.configuration.label for r in results) + " |"]
+    lines.append("| --- | --- |" + " --- |" * len(results))
+    for index, fact in enumerate(session.questions):
+        cells = []
+        for result in results:
+            text = " ".join(result.answers[index][1].split())[:80].replace("|", "/")
+            cells.append(f"{'✓' if answered(fact, result.answers[index][1]) else '✗'} {text}")
+        lines.append(f"| {fact.question} | {', '.join(fact.expected)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="gpt-4o-mini", help="the model name the OpenAI provider sends")
+    parser.add_argument("--model-name", help="the model as docs/eval.md names it")
+    parser.add_argument("--server-log", type=Path, help="the model server's request log (the real-model tier's)")
+    parser.add_argument("--agent-max-tokens", type=int, default=64)
+    parser.add_argument("--context-window", type=int)
+    parser.add_argument("--turns-before", type=int, default=40, help="exchanges the facts are spread over")
+    parser.add_argument("--turns-after", type=int, default=110, help="exchanges of small talk after them")
+    parser.add_argument("--only", help="run only the configurations whose label contains this")
+    parser.add_argument("--docs", type=Path, default=DOCS)
+    arguments = parser.parse_args(argv)
+    if not os.environ.get("OPENAI_API_KEY"):
+        parser.error("needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL")
+    session = chatty_session(arguments.turns_before, arguments.turns_after)
+    inputs = {"max_tokens": arguments.agent_max_tokens}
+    if arguments.context_window:
+        inputs["context_window_tokens"] = arguments.context_window
+    started = time.perf_counter()
+    results = []
+    with ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lsm-long-", ignore_cleanup_errors=True)))
+        app = stack.enter_context(langflow_app(f"sqlite:///{folder / 'langflow.db'}", model_base_url=None))
+        flows = {
+            memory: app.create_flow(arguments.model, session_memory=memory, agent_inputs=inputs)
+            for memory in (False, True)
+        }
+        for configuration in [*CONFIGURATIONS, ORACLE]:
+            if arguments.only and arguments.only not in configuration.label:
+                continue
+            print(f"running {configuration.label} ...", flush=True)  # noqa: T201
+            flow = flows[configuration.session_memory]
+            if configuration is ORACLE:
+                result = run_oracle(app, flow, session)
+            else:
+                result = run_configuration(app, flow, configuration, session)
+            median = statistics.median(result.turn_seconds)
+            print(f"  {result.correct}/{len(result.answers)} right, median turn {median:.1f} s", flush=True)  # noqa: T201
+            results.append(result)
+    seconds = time.perf_counter() - started
+    text = section(
+        results,
+        name=arguments.model_name or arguments.model,
+        seconds=seconds,
+        session=session,
+        server_log=arguments.server_log,
+        timeout=os.environ.get("LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S", "120"),
+    )
+    print(text)  # noqa: T201
+    if arguments.only is None:
+        target = arguments.docs / REPORT
+        current = target.read_text(encoding="utf-8") if target.exists() else ""
+        kept = current.split(MARKER)[0].rstrip("\n")
+        target.write_text(f"{kept}\n\n{text}\n" if kept else f"{text}\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
