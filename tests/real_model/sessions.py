@@ -14,6 +14,7 @@ EVENTS = (
     "session_context_overflow",
     "session_memory_history_trimmed",
     "session_memory_search ",
+    "session_memory_excerpts ",
     "session_memory_turn",
 )
 

@@ -40,6 +40,8 @@ PLANTED = ("PRJ-123", "ACME", "Whitfield")
 DETAIL_TURN = 5
 DETAIL = "the flaky test was test_upload_retry"
 RECALL = "Which project and cluster are we on?"
+# Asked with no tool offered: the detail is 12 turns out of the window; its words find it (issue 38, item 3).
+EXCERPT = "Which test was flaky, what was its name?"
 SEARCH = "Use search_earlier_messages to find the name of the flaky test."
 SEARCH_TURN = {"search_older_messages": True, "max_iterations": 3}
 # The first fold is due after turn 13 at N=6 (a batch older than the window, at the default); two turns past it.
@@ -55,7 +57,7 @@ def filler(turn: int) -> str:
     return f"Turn {turn}: the nightly build passed again{extra}."
 
 
-SCRIPT = (*FACTS, *(filler(turn) for turn in FILLER_TURNS), RECALL, SEARCH)
+SCRIPT = (*FACTS, *(filler(turn) for turn in FILLER_TURNS), RECALL, EXCERPT, SEARCH)
 
 
 def run_back_to_back(langflow, real_model, flow_id: str, agent_id: str, inputs: dict, session: str) -> list[dict]:
@@ -82,6 +84,7 @@ def run_back_to_back(langflow, real_model, flow_id: str, agent_id: str, inputs: 
                 "answer": answer_text(response) if response.status_code == 200 else response.text[:300],
                 "events": sorted({event_name(event) for event in events}),
                 "searches": [event for event in events if event.startswith("session_memory_search ")],
+                "quoted": [event for event in events if event.startswith("session_memory_excerpts ")],
             }
         )
     langflow.settle_folds()
@@ -141,6 +144,12 @@ def test_a_summary_is_stored_and_holds_the_planted_facts(session):
 def test_a_fact_out_of_the_window_is_recalled_in_the_answer(session):
     recall = session["memory"][SCRIPT.index(RECALL)]
     assert "PRJ-123" in recall["answer"], recall["answer"]
+
+
+def test_a_detail_out_of_the_window_is_answered_with_no_tool_call(session):
+    asked = session["memory"][SCRIPT.index(EXCERPT)]
+    assert "test_upload_retry" in asked["answer"], (asked["answer"], asked["quoted"])
+    assert not asked["searches"]  # no tool was offered: the summary or an excerpt carried it
 
 
 def test_the_search_tool_is_called_and_finds_the_detail(session):
