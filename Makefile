@@ -131,7 +131,7 @@ eval: install
 
 # Recall on a real model: a long chatty session (benchmarks/long_chat.py: 300 stored messages, questions about what
 # was said 225+ messages earlier) against Qwen2.5-Coder 1.5B Instruct served by the real-model tier's llama-cpp-python
-# (built once, as for make test-real): stock Agent at N=100 and N=10, the switch on at N=10, an oracle; about 45 min,
+# (built once, as for make test-real): stock Agent at N=100 and N=10, the switch on at N=10 (search on, off), an oracle; ~35 min,
 # into its section of docs/eval.md. eval-real-short: the scripted recall eval at a reduced size (~15 min).
 eval-real: install
 	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier long-chat $(EVAL_ARGS)

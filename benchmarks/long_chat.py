@@ -7,8 +7,9 @@ backlog) and the same questions, through the real app (``benchmarks.app``) again
 An answer is right when it holds every expected word and not the value a changed fact replaced.
 
 Configurations: the stock Agent at N=100 (the default) and at N=10; the Session Memory Agent with
-the switch on at N=10 and its defaults; and an oracle, the stock Agent at N=10 in a session that
-holds only the messages that answer the question (the model's own ceiling). Tokens are the model
+the switch on at N=10, with its defaults and with Search Older Messages off; and an oracle, the
+stock Agent at N=10 in a session that holds only the messages that answer the question (the
+model's own ceiling). Tokens are the model
 server's count of every request, folds included (the real-model tier's request log); turn times
 are what ``/api/v1/run`` took. Results go into docs/eval.md's section for a real model.
 """
@@ -50,15 +51,21 @@ class Configuration:
     label: str
     n_messages: int
     session_memory: bool
+    search: bool = True
 
     def tweaks(self) -> dict:
-        return {"n_messages": self.n_messages, **({"summarize_older_messages": True} if self.session_memory else {})}
+        if not self.session_memory:
+            return {"n_messages": self.n_messages}
+        return {"n_messages": self.n_messages, "summarize_older_messages": True, "search_older_messages": self.search}
 
 
+# Search off as well: a chat template that renders the tool's calling instructions (Qwen's) adds them to every
+# request, whether the model calls it or not.
 CONFIGURATIONS = (
     Configuration("stock Agent, N=100", 100, session_memory=False),
     Configuration("stock Agent, N=10", 10, session_memory=False),
     Configuration("switch on, N=10, defaults", 10, session_memory=True),
+    Configuration("switch on, N=10, search off", 10, session_memory=True, search=False),
 )
 ORACLE = Configuration("oracle: only the messages that answer, stock Agent, N=10", 10, session_memory=False)
 
@@ -261,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout=os.environ.get("LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S", "120"),
     )
     print(text)  # noqa: T201
-    if arguments.only is None:
+    if arguments.only is None:  # a partial run leaves the report as it is
         target = arguments.docs / REPORT
         current = target.read_text(encoding="utf-8") if target.exists() else ""
         kept = current.split(MARKER)[0].rstrip("\n")

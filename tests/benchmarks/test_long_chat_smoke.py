@@ -44,6 +44,7 @@ def test_every_configuration_is_reported_and_the_switch_folds_without_a_failure(
         "stock Agent, N=100",
         "stock Agent, N=10",
         "switch on, N=10, defaults",
+        "switch on, N=10, search off",
         "oracle: only the messages that answer, stock Agent, N=10",
     }
     switch = table["switch on, N=10, defaults"]

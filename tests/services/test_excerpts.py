@@ -82,3 +82,10 @@ async def test_each_word_finds_its_own_newest_messages_however_many_hold_another
     assert [candidate.text for candidate in found["sister"]] == [FACT]
     assert len(found["work"]) == CANDIDATES_PER_WORD
     assert found["car"] == []  # "scarf" or "Oscar" are not "car"; none here either
+
+
+async def test_a_statement_quotes_nothing_however_rare_its_words(service, sessions, key):
+    rows = await chatty_session(sessions, key, 30)
+    statement = "My sister is visiting next week."
+    turn = Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id, input_text=statement)
+    assert (await service.build_history(turn, ScriptedChatModel())).excerpts == ()

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from langflow_session_memory.services.session_memory.rules.recall import (
     CANDIDATES_PER_WORD,
     MIN_EXCERPT_SCORE,
+    asks,
     best_excerpts,
     excerpt_budget,
     keywords,
@@ -59,3 +60,10 @@ def test_a_word_matches_where_a_word_starts_only():
 
 def test_a_small_window_gets_a_sixteenth_of_it_for_excerpts():
     assert (excerpt_budget(2048), excerpt_budget(128_000), excerpt_budget(None)) == (128, 300, 300)
+
+
+def test_only_a_message_that_asks_something_looks_for_older_messages():
+    asking = ["Which city does my sister live in?", "remind me of the vault code", "What was it again"]
+    stating = ["I tried a new recipe for dinner.", "The weather was nice, what a day."]
+    assert [asks(message) for message in asking] == [True, True, True]
+    assert [asks(message) for message in stating] == [False, False]

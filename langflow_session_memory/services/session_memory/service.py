@@ -173,9 +173,11 @@ class SessionMemoryService:
         )
 
     async def excerpts(self, turn: Turn, summary: str, raw: list[MessageTable]) -> tuple[Excerpt, ...]:
-        """The older messages the user's message refers to by words that neither the summary nor the messages
-        sent hold, best first past :data:`recall.MIN_EXCERPT_SCORE`, oldest first; none on any failure
-        (logged: the turn goes on without them, as a turn does without a fold)."""
+        """The older messages a user's message that asks something (:func:`recall.asks`) refers to by words that
+        neither the summary nor the messages sent hold, best first past :data:`recall.MIN_EXCERPT_SCORE`, oldest
+        first; none on any failure (logged: the turn goes on without them, as a turn does without a fold)."""
+        if not recall.asks(turn.input_text):
+            return ()
         words = recall.unheld(recall.keywords(turn.input_text), [summary, *(row.text or "" for row in raw)])
         if not words:
             return ()
