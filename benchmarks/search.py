@@ -169,7 +169,8 @@ async def measure(backend: str, url: str, messages: int, rounds: int) -> tuple[l
             window = await message_queries.newest(session, key, N_MESSAGES)
         service = SessionMemoryService(sessions)
         for name, query in QUERIES.items():
-            turn = Turn(key=key, n_messages=N_MESSAGES, input_message_id=input_id, input_text=query)
+            # As a turn's message, asked: a statement quotes nothing (``recall.asks``).
+            turn = Turn(key=key, n_messages=N_MESSAGES, input_message_id=input_id, input_text=f"What about {query}?")
             calls = {
                 "tool": lambda turn=turn, query=query: find_earlier(sessions, turn, keywords(query)),
                 "excerpts": lambda turn=turn: service.excerpts(turn, "", window),
