@@ -5,11 +5,14 @@ deterministic (issue 38: Qwen2.5-Coder 1.5B ran past the output cap on the same 
 """
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
+from langchain_core.messages import AIMessage
 from pydantic import Field
 
 from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.storage import store
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import BATCH, WINDOW, folded_turn, row, seed
 
@@ -80,3 +83,19 @@ async def test_a_400_message_backlog_on_a_one_slot_server_folds_in_bounded_turns
         calls = len(model.calls)
         await service.fold_after_turn(turn, model)
         assert len(model.calls) - calls <= 1  # and the next turn, waiting for the fold after this answer, for one
+
+
+async def test_a_lone_message_whose_answer_the_server_cut_is_asked_again_not_passed_over(
+    service, sessions, key, captured_logs
+):
+    await seed(sessions, key, BATCH + WINDOW)
+    async with sessions.begin() as session:
+        seen = await store.create_if_absent(session, key)
+        assert await store.compare_and_swap(session, seen, replace(seen, fold_batch_limit=1))
+    interrupted = AIMessage(content="Key facts:\n- the customer is AC", response_metadata={"model_provider": "openai"})
+
+    await folded_turn(service, Turn(key, WINDOW, None), ScriptedChatModel(script=[interrupted]))
+
+    state = await row(sessions, key)
+    assert (state.folded_count, state.paused_until is not None) == (0, True)  # paused, the message still to fold
+    assert not [log for log in captured_logs if log["event"].startswith("session_summary_fold_skipped")]

@@ -169,7 +169,8 @@ class FoldRunner:
         self, seen: SessionState, request: Sequence[MessageTable], llm: BaseChatModel, turn: Turn, mode: Mode, started
     ) -> tuple[str, TokenUsage]:
         """The summary with ``request`` folded in, and its tokens; for a lone message whose summary the checks
-        refuse, the summary as it was (logged as ``session_summary_fold_skipped``)."""
+        refuse, the summary as it was (logged as ``session_summary_fold_skipped``), unless the server only cut
+        the answer's stream (nothing about the message: it is asked again after the pause)."""
         try:
             result = await model_call.fold(
                 llm,
@@ -181,7 +182,7 @@ class FoldRunner:
                 tracing=turn.tracing,
             )
         except SummaryRejectedError as error:
-            if len(request) > 1:
+            if len(request) > 1 or isinstance(error, model_call.StreamInterruptedError):
                 raise
             reason = await self.log_failure(seen.key, error, mode, latency_ms=_milliseconds_since(started))
             await logger.ainfo(

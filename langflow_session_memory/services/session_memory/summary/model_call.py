@@ -62,6 +62,7 @@ _STOP_REASON_KEYS = ("finish_reason", "stop_reason", "done_reason", "stopReason"
 # Reading a streamed answer stops past this many characters per token of the budget (a generous
 # reading of the ``characters / 4`` estimate).
 _CHARACTERS_PER_TOKEN = 5
+_INTERRUPTED = "stream ended without a finish reason"
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,11 @@ class FoldResult:
 
 class RequestTooLongError(ValueError):
     """The model refused a fold request as too long for its context window."""
+
+
+class StreamInterruptedError(SummaryRejectedError):
+    """The server ended the answer's stream early, without saying why (llama.cpp's server does so when another
+    request waits): nothing about the request itself, so a lone message is never passed over for it."""
 
 
 async def fold(
@@ -128,7 +134,8 @@ async def _fold_chunk(
     if incomplete := ("cut at the output cap" if read_past_budget else cut_off(response)):
         kept = complete_part(text)
         if kept is None:
-            raise SummaryRejectedError(f"summary {incomplete} ({budget.output_tokens}-token cap)")
+            refused = SummaryRejectedError if read_past_budget or incomplete != _INTERRUPTED else StreamInterruptedError
+            raise refused(f"summary {incomplete} ({budget.output_tokens}-token cap)")
         await logger.ainfo(
             f"session_summary_salvaged why={incomplete.replace(' ', '_')} words_written={word_count(text)} "
             f"words_kept={word_count(kept)}"
@@ -206,7 +213,7 @@ def cut_off(response) -> str | None:
     if str(reason).lower() in _CUT_AT_OUTPUT_CAP:
         return "cut at the output cap"
     if reason is None and metadata.get("model_provider") == "openai":
-        return "stream ended without a finish reason"
+        return _INTERRUPTED
     return None
 
 
