@@ -1,4 +1,5 @@
-"""Searching a session's older messages: the pure part (keywords, ranking, excerpts, the tool's answer).
+"""The search tool's pure part: its ranking and its answer (the keywords and the excerpt around them are
+``rules.recall``'s, shared with the excerpts a turn quotes without a tool call).
 
 No I/O here: the SQL that finds candidates is ``messages.older_than_window_matching``, the
 tool that runs it is ``search_tool``. The database narrows a session to the newest few

@@ -154,10 +154,11 @@ def best_excerpts(
     """The best-scoring messages among those the words found, at most ``most`` and ``tokens``, each scoring at
     least ``min_score`` (the sum of the weights of the words it holds), oldest first as they were said."""
     weights = word_weights(found)
+    patterns = {word: word_start(word) for word in weights}
     messages = {row.message_id: row for rows in found.values() for row in rows}
     scored = []
     for row in messages.values():
-        held = [word for word in weights if word_start(word).search(row.text)]
+        held = [word for word, pattern in patterns.items() if pattern.search(row.text)]
         score = sum(weights[word] for word in held)
         if score >= min_score:
             scored.append((score, row.timestamp, row, held))
