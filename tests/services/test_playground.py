@@ -6,12 +6,12 @@ from lfx.schema.content_types import ContentBlock, TextContent, ToolContent
 from lfx.schema.legacy_render import render_v1_content_blocks
 from lfx.schema.message import Message
 
+from langflow_session_memory.services.session_memory.agent.hooks import stored_message
 from langflow_session_memory.services.session_memory.agent.playground import (
     STEP_NAME,
     as_markdown,
     kept_out,
     memory_step,
-    store_without_summary,
     summary_paths,
     with_turn_facts,
     without_summary,
@@ -88,7 +88,7 @@ async def test_a_write_receives_no_summary_and_the_stored_copy_gets_it_back_for_
         written.append(outputs(message))
         return answer(step(output=SUMMARY_KEPT_OUT))
 
-    stored = await store_without_summary(answer(step()), write)
+    stored = await stored_message(answer(step()), write)
     assert written == [[SUMMARY_KEPT_OUT]]
     assert outputs(stored) == [SUMMARY]
 
@@ -97,7 +97,7 @@ async def test_a_tool_step_added_after_the_first_write_stays_among_the_steps():
     async def write_like_langflow(message):  # astore_message hands back the v1 shape: steps inside a group
         return answer(ContentBlock(title="Agent Steps", contents=[step(output=SUMMARY_KEPT_OUT)]))
 
-    live = await store_without_summary(answer(step()), write_like_langflow)
+    live = await stored_message(answer(step()), write_like_langflow)
     live.content_blocks.append(ToolContent(name="search_earlier_messages", tool_input={"query": "code"}))
 
     [group] = render_v1_content_blocks(live.content_blocks)

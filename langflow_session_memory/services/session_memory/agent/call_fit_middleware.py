@@ -16,6 +16,7 @@ from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, Mod
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from lfx.log.logger import logger
 
+from langflow_session_memory.services.session_memory.agent.guard import FALLBACK_EVENT
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import call_fit, context_size
 from langflow_session_memory.services.session_memory.rules.call_fit import FIT_RATIO, FittedCall, Reduction
@@ -53,14 +54,14 @@ class CallFitMiddleware(AgentMiddleware):
     ) -> ModelResponse:
         if not call_fit.after_tool(request.messages):
             return await handler(request)
-        fixed = fixed_tokens(request)
-        sent = request
-        if self.window:
-            fitted = await self._fitted(request, fixed, int(FIT_RATIO * self.window), retry=False)
-            if fitted.size > self.window:
-                await logger.awarning(f"session_context_overflow call=after_tool size={fitted.size} action=give_up")
-                raise ContextTooLongError(CONTEXT_TOO_LONG)
-            sent = request.override(messages=fitted.messages)
+        try:
+            fixed = fixed_tokens(request)
+            sent = await self._sent(request, fixed)
+        except ContextTooLongError:
+            raise
+        except Exception as error:  # noqa: BLE001 - memory must never break the user's turn: the call as the stock Agent's
+            await logger.aerror(f"{FALLBACK_EVENT} where=call_fit reason={describe(error)}")
+            return await handler(request)
         try:
             return await handler(sent)
         except Exception as error:
@@ -70,8 +71,13 @@ class CallFitMiddleware(AgentMiddleware):
             await logger.awarning(
                 f"session_context_overflow call=after_tool attempt=1 result=refused reason={describe(error)!r}"
             )
+            refusal = error
             limit = context_size.window_named_in(error) or self.window
+        try:
             retry = await self._fitted(request, fixed, call_fit.retry_target(size, limit), retry=True)
+        except Exception as error:  # noqa: BLE001 - the stock Agent's turn ends with the provider's refusal; so does this
+            await logger.aerror(f"{FALLBACK_EVENT} where=call_fit reason={describe(error)}")
+            raise refusal from None
         try:
             response = await handler(request.override(messages=retry.messages))
         except Exception as error:
@@ -81,6 +87,16 @@ class CallFitMiddleware(AgentMiddleware):
             raise ContextTooLongError(CONTEXT_TOO_LONG) from error
         await logger.ainfo("session_context_overflow call=after_tool attempt=2 result=answered")
         return response
+
+    async def _sent(self, request: ModelRequest, fixed: int) -> ModelRequest:
+        """The request fitted to the window (as it is when no window is known)."""
+        if not self.window:
+            return request
+        fitted = await self._fitted(request, fixed, int(FIT_RATIO * self.window), retry=False)
+        if fitted.size > self.window:
+            await logger.awarning(f"session_context_overflow call=after_tool size={fitted.size} action=give_up")
+            raise ContextTooLongError(CONTEXT_TOO_LONG)
+        return request.override(messages=fitted.messages)
 
     async def _fitted(self, request: ModelRequest, fixed: int, limit: int, *, retry: bool) -> FittedCall:
         result_cap = int(self.result_share * self.window) if self.window else None

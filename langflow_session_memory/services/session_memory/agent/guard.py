@@ -8,7 +8,9 @@ lives in one :class:`RunState`; nothing here calls back into the component once 
 """
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -37,6 +39,7 @@ from langflow_session_memory.services.session_memory.settings import new_turn_wa
 BUILT_IN_TOOL_TOKENS = 90
 STATE_ATTRIBUTE = "_session_memory"
 FALLBACK_EVENT = "session_memory_fallback"
+T = TypeVar("T")
 
 
 class ModelCalls(AsyncCallbackHandler):
@@ -258,6 +261,27 @@ async def with_memory(state: RunState, build, failure_event: str = FALLBACK_EVEN
     except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
         await logger.aerror(f"{failure_event} reason={describe(error)}")
         return None
+
+
+def stock_on_failure(where: str, stock: T, attempt: Callable[[], T]) -> T:
+    """``attempt()``, or ``stock`` (what the stock Agent has at this point) when it raises, logged without any text.
+
+    The one failure rule for every hook and middleware of ours: memory never breaks the user's turn.
+    """
+    try:
+        return attempt()
+    except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock
+        logger.error(f"{FALLBACK_EVENT} where={where} reason={describe(error)}")
+        return stock
+
+
+async def stock_on_failure_async(where: str, stock: T, attempt: Callable[[], Awaitable[T]]) -> T:
+    """:func:`stock_on_failure` for a coroutine."""
+    try:
+        return await attempt()
+    except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock
+        await logger.aerror(f"{FALLBACK_EVENT} where={where} reason={describe(error)}")
+        return stock
 
 
 def _fixed_tokens(component) -> int:

@@ -27,6 +27,8 @@ from langflow_session_memory.services.session_memory.agent.guard import (
     model_url,
     request_tokens,
     run_state,
+    stock_on_failure,
+    stock_on_failure_async,
     with_memory,
 )
 from langflow_session_memory.services.session_memory.agent.search_tool import with_search_tool
@@ -77,6 +79,10 @@ def agent_model(component, llm):
     (``stream_usage``); the early fold needs it. Kept for the run so the fold uses the very
     model the Agent runs, without building a second one.
     """
+    return stock_on_failure("agent_model", llm, lambda: _counted_model(component, llm))
+
+
+def _counted_model(component, llm):
     if hasattr(llm, "stream_usage") and not llm.stream_usage:
         llm.stream_usage = True
     calls = ModelCalls()
@@ -91,6 +97,10 @@ def agent_middleware(component, llm, middleware: list) -> list:
     """Langflow's middleware for the Agent, then the fitting of calls after a tool to the window, then the
     prompt-cache breakpoints where the provider caches only what a request marks (Anthropic), so that they
     mark the request as sent. Both read the summary the run sends at each model call."""
+    return stock_on_failure("agent_middleware", middleware, lambda: _with_our_middleware(component, llm, middleware))
+
+
+def _with_our_middleware(component, llm, middleware: list) -> list:
     declared = configured_context_window(component) or None
     fit = CallFitMiddleware(
         window=context_size.context_window(llm, declared),
@@ -129,6 +139,10 @@ async def history_with_memory(component, stock: Callable[[], Awaitable[list[Mess
 
 def with_memory_step(component, message: Message) -> Message:
     """The Agent's new answer with the "Session memory" step first among its steps, when there is one to show."""
+    return stock_on_failure("memory_step", message, lambda: _with_step(component, message))
+
+
+def _with_step(component, message: Message) -> Message:
     history = run_state(component).history
     graph = getattr(component, "graph", None)
     if history is None or graph is None:
@@ -140,8 +154,15 @@ def with_memory_step(component, message: Message) -> Message:
 
 
 async def stored_message(message: Message, write: Callable[[Message], Awaitable[Message]]) -> Message:
-    """The message as Langflow stores it: the "Session memory" step without the summary."""
-    return await playground.store_without_summary(message, write)
+    """The message as Langflow stores it: the "Session memory" step without the summary.
+
+    Should keeping the summary out fail, the message is stored without its steps: never with the summary.
+    Langflow's own write is not inside the fallback: its failures are the stock Agent's.
+    """
+    steps_dropped = message.model_copy(update={"content_blocks": []})
+    to_store = stock_on_failure("stored_message", steps_dropped, lambda: playground.stored_form(message))
+    stored = await write(to_store)
+    return stock_on_failure("stored_message", stored, lambda: playground.with_live_blocks(stored, message))
 
 
 async def finish_turn(component, result: Message) -> Message:
@@ -152,9 +173,10 @@ async def finish_turn(component, result: Message) -> Message:
     "Session memory" step's counts only, never the summary.
     """
     await _record_call_size(component)
-    result = await _add_fold_usage(component, result)
-    await _fold_after_answer(component)
-    return playground.without_summary(result)
+    result = await stock_on_failure_async("usage", result, lambda: _add_fold_usage(component, result))
+    await stock_on_failure_async("fold_after_answer", None, lambda: _fold_after_answer(component))
+    steps_dropped = result.model_copy(update={"content_blocks": []})
+    return stock_on_failure("handed_on", steps_dropped, lambda: playground.without_summary(result))
 
 
 async def _fold_after_answer(component) -> None:

@@ -11,7 +11,7 @@ without it. The stored step links to the summary instead: a page of the REST API
 that the browser opens with the user's Langflow login, under the same owner checks.
 """
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from urllib.parse import quote, urlencode
 
 from lfx.schema.content_types import ToolContent
@@ -167,8 +167,15 @@ def without_summary(message: Message) -> Message:
     return message if summary is None else message.model_copy(update={"content_blocks": blocks})
 
 
-async def store_without_summary(message: Message, write: Callable[[Message], Awaitable[Message]]) -> Message:
-    """Write the message without the summary; hand back the stored message with the live blocks, summary included.
+def stored_form(message: Message) -> Message:
+    """What is written when the Agent's message is stored: the message itself, or a copy without the summary."""
+    if not any(_steps(message.content_blocks)):
+        return message
+    return without_summary(message)
+
+
+def with_live_blocks(stored: Message, message: Message) -> Message:
+    """The stored message handed back with the live blocks, summary included.
 
     Langflow hands a stored message back in its v1 shape: our step wrapped in an "Agent Steps"
     group. The Agent appends its later steps (tool calls) beside that group, where the v1 shape
@@ -176,7 +183,5 @@ async def store_without_summary(message: Message, write: Callable[[Message], Awa
     as on the stock Agent (whose first message has no blocks at all).
     """
     if not any(_steps(message.content_blocks)):
-        return await write(message)
-    blocks, summary = _kept_out(message.content_blocks)
-    stored = await write(message if summary is None else message.model_copy(update={"content_blocks": blocks}))
+        return stored
     return stored.model_copy(update={"content_blocks": list(message.content_blocks)})
