@@ -23,8 +23,9 @@ Answering rules:
   answers with the instruction itself, as a weak model parrots its prompt.
 * Named tools: the last user message names offered tools other than ``SEARCH_TOOL`` by their names (as a user
   asks "read the build log with read_build_log"). The model calls them: one per answer, in the order named, or all
-  in one answer (parallel tool calls) when the message says "at once", "in parallel" or "at the same time"; each
-  string argument of a tool's schema is given the message's key words. A tool already called after that message is
+  in one answer (parallel tool calls) when the message says "at once", "in parallel" or "at the same time"; a
+  property named for URLs is given the message's URLs, the first other string properties the texts it quotes in
+  backticks, one each (an SQL query), and the rest the message's key words. A tool already called after that message is
   not called again; once all are, the answer is ``From the tools: `` plus the first line of each result, in order,
   joined by `` | `` (a model answering from what the tools gave it, the start of a long result first).
 * Chat request: the last user message is the question. If it does not ask about the past ("which", "what",
@@ -50,9 +51,10 @@ Answering rules:
 Fact tokens are IDs like ``PRJ-123`` (``[A-Z][A-Z0-9]*-\\d+``) or upper-case words like ``EU`` (``[A-Z]{2,}``).
 
 Token estimate (in ``usage`` and for ``context_limit_tokens``): prompt_tokens = sum over messages of
-(ceil(len(content) / 4) + 4); completion_tokens = ceil(len(answer) / 4). The ``llama-cpp-python`` profile counts as a
-real tokenizer does instead (every digit, word and punctuation mark, ``count_pieces``), which on numbers and logs is
-well above the session memory's own estimate.
+(pieces + 4), a piece being 4 characters of text or up to 128 characters of a run of 5 or more whitespace characters
+(a table's padding, as OpenAI's tokenizers count it: ``text_pieces``); completion_tokens = ceil(len(answer) / 4). The
+``llama-cpp-python`` profile counts as Gemma 3's tokenizer does instead (every digit, word and punctuation mark, and
+a run of whitespace per 31 characters: ``count_pieces``).
 
 Prompt caching: the server keeps one OpenAI prompt cache (``prompt_cache.py``, OpenAI's documented rules) for as
 long as it runs, and every answer's ``usage`` carries ``prompt_tokens_details.cached_tokens`` as OpenAI's does: the
@@ -252,8 +254,24 @@ def content_text(content: Any) -> str:
     return "\n".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
 
 
+# OpenAI's tokenizers (cl100k_base, o200k_base) hold tokens of up to 128 spaces: a table's padding costs one token per
+# 128 of its spaces (10,000 spaces: 79 tokens), not one per 4 characters (tests/services/token_counts.json).
+SPACES_PER_TOKEN = 128
+LONG_WHITESPACE = re.compile(r"(\s{5,})")
+
+
+def text_pieces(text: str) -> list[str]:
+    """The text as the server counts it: runs of 5 or more whitespace characters in pieces of up to
+    :data:`SPACES_PER_TOKEN`, the rest in 4-character pieces (as ``characters / 4`` counts it)."""
+    pieces: list[str] = []
+    for index, part in enumerate(LONG_WHITESPACE.split(text)):
+        size = SPACES_PER_TOKEN if index % 2 else 4
+        pieces += [part[start : start + size] for start in range(0, len(part), size)]
+    return pieces
+
+
 def estimate_prompt_tokens(messages: list[dict]) -> int:
-    return sum(math.ceil(len(content_text(m.get("content"))) / 4) + 4 for m in messages)
+    return sum(len(text_pieces(content_text(m.get("content")))) + 4 for m in messages)
 
 
 def estimate_completion_tokens(answer: str) -> int:
@@ -267,8 +285,8 @@ def serialized_prompt(model: Any, tools: list[dict] | None, messages: list[dict]
     """The request as OpenAI's prompt cache sees it, one item per token of ``estimate_prompt_tokens``.
 
     A message is its 4 framing tokens (the first carries every field but the content: role, name, tool calls),
-    then its text in 4-character pieces. The model and the tool definitions, which that count leaves out, travel
-    in the first message's first token: they come first in the prefix (a different tool list shares nothing)
+    then its text in pieces (:func:`text_pieces`). The model and the tool definitions, which that count leaves out,
+    travel in the first message's first token: they come first in the prefix (a different tool list shares nothing)
     but add no tokens, so a hit is in the units of ``prompt_tokens`` and never more than it.
     """
     tokens: list[str] = []
@@ -277,18 +295,33 @@ def serialized_prompt(model: Any, tools: list[dict] | None, messages: list[dict]
         opening = [model, tools, fields] if index == 0 else fields
         text = content_text(message.get("content"))
         tokens += [json.dumps(opening, sort_keys=True), *MESSAGE_FRAMING]
-        tokens += [text[start : start + 4] for start in range(0, len(text), 4)]
+        tokens += text_pieces(text)
     return tokens
 
 
 # A real tokenizer's count, closely enough: every digit, word and punctuation mark is a token, as in Gemma 3's
-# vocabulary (within 10% of its own count on chat, log lines and invoices; docs/real-model.md).
-PIECE = re.compile(r"\d|[^\W\d_]+|[^\w\s]")
+# vocabulary (within 10% of its own count on chat, log lines and invoices; docs/real-model.md), and a run of
+# whitespace one per 31 characters (Gemma 3's longest run of spaces; 10,000 spaces: 323 tokens).
+PIECE = re.compile(r"\d|[^\W\d_]+|[^\w\s]|\s{2,}")
+GEMMA_SPACES_PER_TOKEN = 31
 PIECE_FRAMING_TOKENS = 6  # <start_of_turn>role\n ... <end_of_turn>\n
 
 
+def pieces(text: str) -> list[str]:
+    """The text's tokens as the ``llama-cpp-python`` profile counts them, in order."""
+    found: list[str] = []
+    for piece in PIECE.findall(text):
+        if piece.isspace():
+            found += [
+                piece[start : start + GEMMA_SPACES_PER_TOKEN] for start in range(0, len(piece), GEMMA_SPACES_PER_TOKEN)
+            ]
+        else:
+            found.append(piece)
+    return found
+
+
 def count_pieces(text: str) -> int:
-    return len(PIECE.findall(text))
+    return len(pieces(text))
 
 
 def fact_tokens(text: str) -> list[str]:
@@ -463,10 +496,26 @@ def named_tools_reply(messages: list[dict], tools: list[dict] | None) -> Reply |
     return Reply("From the tools: " + " | ".join(heads))
 
 
+URL = re.compile(r"https?://[^\s`'\")]+")
+QUOTED = re.compile(r"`([^`]+)`")
+
+
 def _arguments(function: dict, question: str) -> dict:
+    """What a model passes: the message's URLs to a property named for them (a list where the schema asks one),
+    the text it quotes in backticks (an SQL query, code) to the first other string property, and its key words to
+    the remaining string properties."""
     properties = (function.get("parameters") or {}).get("properties") or {}
     words = " ".join(key_words(question))
-    return {name: words for name, schema in properties.items() if schema.get("type") == "string"}
+    urls, quoted = URL.findall(question), QUOTED.findall(question)
+    arguments: dict = {}
+    for name, schema in properties.items():
+        if urls and "url" in name.lower():
+            arguments[name] = urls if schema.get("type") == "array" else urls[0]
+        elif schema.get("type") == "string" and quoted:
+            arguments[name] = quoted.pop(0)
+        elif schema.get("type") == "string":
+            arguments[name] = words
+    return arguments
 
 
 def chat_reply(messages: list[dict], tools: list[dict] | None = None) -> Reply:
@@ -843,7 +892,7 @@ def slot_prompt(tools: list[dict] | None, messages: list[dict]) -> list[str]:
 def _message_tokens(message: dict, tools: list[dict] | None = None) -> list[str]:
     fields = {name: value for name, value in message.items() if name != "content"}
     opening = json.dumps([tools, fields] if tools is not None else fields, sort_keys=True)
-    return [opening, *("<frame>",) * (PIECE_FRAMING_TOKENS - 1), *PIECE.findall(content_text(message.get("content")))]
+    return [opening, *("<frame>",) * (PIECE_FRAMING_TOKENS - 1), *pieces(content_text(message.get("content")))]
 
 
 def _reply(config: FakeModelConfig, kind: str, messages: list[dict], tools: list[dict] | None, faults: bool) -> Reply:

@@ -107,21 +107,33 @@ class LangflowClient:
         project_id: str | None = None,
         model: list[dict] = MODEL,
         tools: tuple[str, ...] = (),
+        starter_tools: tuple[str, ...] = (),
+        langflow_tools: dict[str, dict] | None = None,
     ) -> tuple[str, str]:
         """Chat Input -> (Session Memory) Agent -> Chat Output; returns (flow id, agent node id).
 
         ``model`` is the Agent's model selection (the bundled server answers OpenAI's and Anthropic's APIs).
         ``tools``: the code of custom components connected to the Agent's Tools in tool mode, as a builder
-        connects one (the editor's Tool Mode switch)."""
+        connects one (the editor's Tool Mode switch). ``starter_tools``: the types of the starter's own tool nodes
+        to keep as the starter wires them (``URLComponent``). ``langflow_tools``: Langflow's own components from
+        the catalogue, by name, connected in tool mode with the given input values."""
         flow = json.loads(STARTER_FLOW.read_text())
         graph = flow["data"]
-        keep = {n["id"] for n in graph["nodes"] if n["data"]["type"] in {"ChatInput", "ChatOutput", "Agent"}}
+        kept_types = {"ChatInput", "ChatOutput", "Agent", *starter_tools}
+        keep = {n["id"] for n in graph["nodes"] if n["data"]["type"] in kept_types}
         tool_edge = next(e for e in graph["edges"] if e["data"]["targetHandle"]["fieldName"] == "tools")
         graph["nodes"] = [n for n in graph["nodes"] if n["id"] in keep]
         graph["edges"] = [e for e in graph["edges"] if e["source"] in keep and e["target"] in keep]
         agent = next(n for n in graph["nodes"] if n["data"]["type"] == "Agent")
         for index, code in enumerate(tools):
-            node, edge = self._tool_node(code, index, agent["id"], tool_edge)
+            node, edge = self._tool_node(self._custom_component(code), index, agent["id"], tool_edge)
+            graph["nodes"].append(node)
+            graph["edges"].append(edge)
+        for index, (name, values) in enumerate((langflow_tools or {}).items(), start=len(tools)):
+            component = copy.deepcopy(self.catalogue_entry(name))
+            for field, value in values.items():
+                component["template"][field]["value"] = value
+            node, edge = self._tool_node((name, component), index, agent["id"], tool_edge)
             graph["nodes"].append(node)
             graph["edges"].append(edge)
         if session_memory:
@@ -138,15 +150,18 @@ class LangflowClient:
         created = self.http.post("/api/v1/flows/", json=body).raise_for_status().json()
         return created["id"], agent["id"]
 
-    def _tool_node(self, code: str, index: int, agent_id: str, tool_edge: dict) -> tuple[dict, dict]:
-        """A custom component's node in tool mode (Langflow builds it from ``code``), and its edge to the Agent."""
+    def _custom_component(self, code: str) -> tuple[str, dict]:
+        """A custom component's type and template, as Langflow builds them from ``code``."""
         response = self.http.post("/api/v1/custom_component", json={"code": code})
         assert response.status_code == 200, response.text
         built = response.json()
-        component = built["data"]
+        return built["type"], built["data"]
+
+    def _tool_node(self, built: tuple[str, dict], index: int, agent_id: str, tool_edge: dict) -> tuple[dict, dict]:
+        """A component's node in tool mode, and its edge to the Agent's Tools."""
+        kind, component = built
         component["tool_mode"] = True
         component["outputs"] = [TOOL_OUTPUT]
-        kind = built["type"]
         node_id = f"{kind}-tool{index}"
         edge = copy.deepcopy(tool_edge)
         source = {"dataType": kind, "id": node_id, "name": TOOL_OUTPUT["name"], "output_types": ["Tool"]}
@@ -250,15 +265,17 @@ class LangflowClient:
         turns: int = FOLDED_SESSION_TURNS,
         tools: tuple[str, ...] = (),
         model: list[dict] = MODEL,
+        **tool_nodes,
     ) -> tuple[str, str]:
         """What :meth:`folded_session` leaves, written with SQL: ``turns`` past turns, the first batch folded.
+        ``tool_nodes``: Langflow's own tools, as :meth:`create_agent_flow` takes them.
 
         The messages are stored as Langflow stores a turn (the user's row, then the Agent's
         echo "OK: ..."), owned by the logged-in user, ten minutes ago and one second apart;
         the summary row is the one the fold would write (it names CODE-0 to CODE-9).
         """
         flow_id, agent_id = self.create_agent_flow(
-            session_memory=True, n_messages=2, project_id=project_id, tools=tools, model=model
+            session_memory=True, n_messages=2, project_id=project_id, tools=tools, model=model, **tool_nodes
         )
         with self.engine.begin() as connection:
             cursor = seed_turns(connection, flow_id, self.user_id, session_id, turns=turns, agent_id=agent_id)

@@ -110,7 +110,8 @@ def test_a_llama_cpp_server_with_a_small_window_is_sent_no_more_than_the_stock_a
 
 
 def small_pastes() -> list[str]:
-    """Three 4 KB logs (about 1,300 tokens as llama.cpp counts them) in a 8,192-token window, then a question."""
-    paste = "Here is the log:\n" + "2026-11-30 08:00:00 ERROR worker-7 connection reset by peer (retrying)\n" * 60
+    """Three 5 KB logs, each over the 2,048 tokens that may wait in a 8,192-token window (2,246 tokens as Gemma 3's
+    tokenizer counts them), then a question."""
+    paste = "Here is the log:\n" + "2026-11-30 08:00:00 ERROR worker-7 connection reset by peer (retrying)\n" * 70
     pastes = [f"{paste}\nWhat failed in paste {i}?" for i in range(1, 4)]
     return [FACT, *pastes, *[f"Short turn {i}." for i in range(1, 4)], QUESTION]

@@ -16,6 +16,7 @@ from langflow_session_memory.services.session_memory.rules.call_fit import (
     MIN_CLIPPED_TOKENS,
     after_tool,
     clipped_text,
+    compacted,
     fit_call,
     message_tokens,
     retry_target,
@@ -25,6 +26,7 @@ from langflow_session_memory.services.session_memory.rules.call_fit import (
 from langflow_session_memory.services.session_memory.rules.context_size import ContextTooLongError, window_named_in
 from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
 from tests.services.test_overflow_signals import OVERFLOW_TEXTS
+from tests.services.token_samples import url_page_table
 
 SUMMARY = summary_text("Key facts:\n- The project is PRJ-123 on the EU cluster.\nConversation so far:\n- greetings")
 HEAD = "Build 4711 failed at step compile."
@@ -160,6 +162,34 @@ def test_a_clipped_text_fits_its_cap_and_keeps_its_start(text, cap):
     assert context_size.estimate_tokens(clipped) <= cap
     kept = clipped.split("\n[... ")[0]
     assert text.startswith(kept)
+
+
+@given(text=st.text(alphabet=st.sampled_from("ab1.\n\t  "), max_size=400))
+def test_compacting_keeps_every_word_in_order_and_every_line_and_never_grows(text):
+    once = compacted(text)
+    assert once.split() == text.split()
+    assert len(once) <= len(text)
+    assert compacted(once) == once
+    assert [line.split() for line in once.split("\n") if line.strip()] == [
+        line.split() for line in text.split("\n") if line.strip()
+    ]
+
+
+def test_a_padded_dataframe_clipped_keeps_the_page_s_first_line_not_its_padding():
+    """Issue 39: the URL tool's DataFrame as LangChain hands it to the model: the header padded to the page's
+    width. Clipped by characters alone, the head kept was padding and the page's first line was gone."""
+    table = url_page_table()
+    padded = ToolMessage(content=table, tool_call_id="t1")
+    fitted = fit_call(
+        [HumanMessage("Read the release notes."), call("t1", "fetch_content"), padded],
+        fixed_tokens=0,
+        limit=1_000,
+        result_cap=None,
+        summary=None,
+    )
+    head = fitted.messages[-1].content[:300]
+    assert "Release 7.2 ships on 3 March" in head
+    assert "Release 7.2 ships on 3 March" not in clipped_text(table, 1_000)[:300]  # what clipping alone kept
 
 
 @given(refused=st.integers(1, 1_000_000), limit=st.one_of(st.none(), st.integers(1, 1_000_000)))

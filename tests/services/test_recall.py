@@ -3,6 +3,7 @@
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from langflow_session_memory.services.session_memory.rules.context_size import estimate_tokens
 from langflow_session_memory.services.session_memory.rules.recall import (
     CANDIDATES_PER_WORD,
     MIN_EXCERPT_SCORE,
@@ -49,7 +50,7 @@ def test_excerpts_are_few_bounded_and_in_the_order_they_were_said():
     rare = [found(f"Velvet Static played gig {i} " + "loud " * 100, i) for i in range(5)]
     excerpts = best_excerpts({"velvet": rare}, tokens=200)
     assert 1 <= len(excerpts) <= 3
-    assert sum(len(excerpt.text) for excerpt in excerpts) <= 200 * 4
+    assert sum(estimate_tokens(excerpt.text) for excerpt in excerpts) <= 200
     assert [excerpt.timestamp for excerpt in excerpts] == sorted(excerpt.timestamp for excerpt in excerpts)
 
 

@@ -11,13 +11,16 @@ makes it fit ends it):
    reaches what the summary dropped);
 3. the largest tool results of this turn are clipped, all to one size, just enough to fit.
 
-A clipped result keeps its head and its tail with a one-line marker between them saying how much
-was cut and that the tool can be asked again with a narrower request. No message is removed from
+A result to be clipped first loses its padding (:func:`compacted`: a DataFrame as pandas renders it
+pads every column to its widest value, 200,000 spaces before a 200 KB page's first line), then keeps
+its head and its tail with a one-line marker between them saying how much was cut and that the tool
+can be asked again with a narrower request. No message is removed from
 the turn, so every tool call keeps its result and every result its call; what the Agent's graph
 and Langflow store is not changed (only the request sent is).
 """
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +37,12 @@ CLIP_MARKER = (
     "\n[... {cut:,} of {total:,} characters of this tool result were cut here to fit the model's context window; "
     "call the tool again with a narrower request to see that part ...]\n"
 )
+
+MAX_INDENT = 16  # of a line's leading spaces, what a compacted result keeps: four levels of code
+# Runs of spaces and tabs that compacting may change: two or more, or one that ends a line. No backtracking: a
+# padded row of 60,000 spaces is one match (``[ \t]+$`` tried each of its positions: minutes on one table).
+_SPACE_RUN = re.compile(r"[ \t]{2,}|[ \t](?=[\r\n]|\Z)")
+_BLANK_LINES = re.compile(r"\n{3,}")
 
 
 @dataclass(frozen=True)
@@ -147,6 +156,22 @@ def text_of(message: BaseMessage) -> str:
     )
 
 
+def compacted(text: str) -> str:
+    """``text`` without its padding: spaces and tabs that end a line go, a run of them inside a line becomes one
+    space, indentation keeps at most :data:`MAX_INDENT`, and blank lines at most one in a row. Words,
+    line breaks and the order of everything are kept."""
+    return _BLANK_LINES.sub("\n\n", _SPACE_RUN.sub(_compacted_run, text))
+
+
+def _compacted_run(found: re.Match) -> str:
+    text, start, end = found.string, found.start(), found.end()
+    if end == len(text) or text[end] in "\r\n":
+        return ""
+    if start == 0 or text[start - 1] == "\n":
+        return found.group()[:MAX_INDENT]
+    return " "
+
+
 def clipped_text(text: str, max_tokens: int) -> str:
     """``text`` with its middle replaced by :data:`CLIP_MARKER` so that it estimates at most ``max_tokens``
     (or the marker's own size, when less is asked); the head keeps :data:`HEAD_SHARE` of what is kept."""
@@ -205,5 +230,6 @@ def water_level(sizes: Sequence[int], excess: int) -> int:
 
 
 def _clipped(message: BaseMessage, cap: int) -> BaseMessage:
-    """The result clipped to ``cap`` tokens, the marker included, so a clipped result never estimates over it."""
-    return message.model_copy(update={"content": clipped_text(text_of(message), cap)})
+    """The result without its padding, clipped to ``cap`` tokens, the marker included, so a clipped result never
+    estimates over it."""
+    return message.model_copy(update={"content": clipped_text(compacted(text_of(message)), cap)})
