@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 LOCAL_DB := sqlite:///$(CURDIR)/.langflow/langflow.db
 export LANGFLOW_DATABASE_URL ?= $(LOCAL_DB)
 
-.PHONY: install test test-fast lint format migrate validate-migrations
+.PHONY: install test test-fast test-install dist lint format migrate validate-migrations
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m uv --version >/dev/null 2>&1 || command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
@@ -24,6 +24,17 @@ install: $(STAMP)
 test: install
 	@started=$$(date +%s); $(BIN)/pytest -q -n 2 --dist loadgroup; status=$$?; \
 	echo "make test: $$(( $$(date +%s) - started )) s"; exit $$status
+
+# The wheel and the source distribution in dist/, checked as PyPI checks an upload (metadata, the README rendering).
+dist: install
+	rm -rf dist
+	$(UV) build --quiet --out-dir dist
+	$(BIN)/twine check --strict dist/*
+
+# The README's install commands as written, each from a fresh virtual environment with Langflow 1.13, and
+# Langflow's first start with the extension (about 3 min; .ci/run runs it after `make test`).
+test-install: dist
+	SESSION_MEMORY_INSTALL_TESTS=1 UV="$(UV)" $(BIN)/pytest -q -p no:cacheprovider tests/install
 
 # Everything but the tests that start Langflow (marker app, set in tests/conftest.py): docs/testing.md.
 test-fast: install

@@ -13,6 +13,9 @@ from tests.databases import BACKENDS, fresh_database, langflow_schema_database
 
 # The real-model tier runs only where a real model is served (``make test-real`` sets this).
 collect_ignore = [] if os.environ.get("REAL_MODEL_URL") else ["real_model"]
+# The README's install commands, from fresh virtual environments: ``make test-install`` (after ``make dist``).
+if not os.environ.get("SESSION_MEMORY_INSTALL_TESTS"):
+    collect_ignore.append("install")
 # Tests that start Langflow (in this process, or ``make backend``): ``make test-fast`` leaves them out.
 APP_TEST_PATHS = ("app", "real_model", "test_make_backend.py")  # benchmarks/ marks its own
 SHARED_APP_BACKENDS = ("sqlite", "postgresql")

@@ -1,25 +1,14 @@
 """``make backend`` starts a real Langflow server with the extension and migrates our table."""
 
 import os
-import signal
-import socket
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
-import httpx
-
 from langflow_session_memory.migrations import runner
+from tests.langflow_process import START_TIMEOUT_S, free_port, healthy, session_memory_revision, stop
 
 ROOT = Path(__file__).parent.parent
-START_TIMEOUT = 240
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_make_backend_answers_health_and_migrates(tmp_path):
@@ -40,17 +29,9 @@ def test_make_backend_answers_health_and_migrates(tmp_path):
         start_new_session=True,
     )
     try:
-        healthy = False
-        while not healthy and time.monotonic() - started < START_TIMEOUT and server.poll() is None:
-            try:
-                healthy = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
-            except httpx.TransportError:
-                time.sleep(1)
+        answered = healthy(server, port)
         print(f"make backend answered /health after {time.monotonic() - started:.1f} s")  # noqa: T201
-        assert healthy, f"no /health within {START_TIMEOUT} s (exit code {server.poll()})"
-        with sqlite3.connect(database) as connection:
-            revision = connection.execute("SELECT version_num FROM alembic_version_session_memory").fetchall()
-        assert revision == [(runner.head_revision(),)]
+        assert answered, f"no /health within {START_TIMEOUT_S} s (exit code {server.poll()})"
+        assert session_memory_revision(database) == [(runner.head_revision(),)]
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        stop(server)
