@@ -69,7 +69,7 @@ LANGFLOW_ENV := LANGFLOW_AUTO_LOGIN=true LANGFLOW_CONFIG_DIR=$(CONFIG_DIR) \
 MODEL_HOST ?= 127.0.0.2
 MODEL_PORT ?= 8765
 
-.PHONY: backend run model-server
+.PHONY: backend run run-local model-server
 
 backend: install
 	@mkdir -p .langflow
@@ -81,6 +81,12 @@ run: install
 	@mkdir -p .langflow
 	@$(LANGFLOW_ENV) $(BIN)/python -m langflow_session_memory run --host $(HOST) --port $(PORT) \
 		--model-host $(MODEL_HOST) --model-port $(MODEL_PORT)
+
+# `make run` on a real model, no account: Qwen2.5-Coder 1.5B Instruct served by llama-cpp-python on this machine (the
+# real-model tier's build and model: minutes the first time, seconds after), Langflow's OpenAI provider pointed at it.
+run-local: install
+	@mkdir -p .langflow
+	@UV="$(UV)" PYTHON="$(PYTHON)" $(LANGFLOW_ENV) $(BIN)/python -m tests.real_model.tier run --host $(HOST) --port $(PORT)
 
 # The bundled model server alone, for a Langflow started otherwise.
 model-server: install

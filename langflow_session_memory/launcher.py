@@ -123,6 +123,8 @@ def run(host: str, port: int, model_host: str, model_port: int) -> int:
             environment |= model_providers_environment(base_url)
             say(f"no OPENAI_API_KEY or ANTHROPIC_API_KEY: the bundled model server answers on {base_url}")
             say("(OpenAI and Anthropic providers point at it; it stops with Langflow)")
+        elif base_url := os.environ.get("OPENAI_BASE_URL"):
+            say(f"Langflow's OpenAI provider uses the server at {base_url}")
         else:
             say("a model key is set: Langflow uses the real provider; no model server started")
         started = time.monotonic()

@@ -13,8 +13,9 @@
    survival on a base model (``test_base_model.py``), Qwen's judge memory (``test_instruct_model.py``).
    The server is stopped whatever happens.
 
-``REAL_MODEL=gemma`` or ``REAL_MODEL=qwen`` runs one of the two. ``python -m tests.real_model.tier long-chat``
-(``make eval-real``) serves Qwen the same way, with an 8,192-token window, and runs the long chatty session of
+``REAL_MODEL=gemma`` or ``REAL_MODEL=qwen`` runs one of the two. ``python -m tests.real_model.tier run``
+(``make run-local``) serves Qwen for ``make run``: Langflow's OpenAI provider points at it.
+``python -m tests.real_model.tier long-chat`` (``make eval-real``) serves Qwen the same way, with an 8,192-token window, and runs the long chatty session of
 ``benchmarks.long_chat`` against it; ``... tier eval`` (``make eval-real-short``) the scripted recall eval at a
 reduced size (``EVAL_SIZE``); each into its section of docs/eval.md. With ``REAL_MODEL_URL`` set, steps 1
 and 2 are skipped and the instruct-model tests run against that server instead (Ollama, vLLM, LM
@@ -25,6 +26,7 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -103,7 +105,7 @@ MODELS = {"gemma": (GEMMA,), "qwen": (QWEN,), "both": (GEMMA, QWEN)}
 
 
 def say(text: str) -> None:
-    print(f"[test-real] {text}", flush=True)  # noqa: T201
+    print(f"[real model] {text}", flush=True)  # noqa: T201
 
 
 def uv() -> list[str]:
@@ -197,8 +199,11 @@ def serve(model: ServedModel, port: int, log_path: Path, request_log: Path) -> s
         *("--request-log", str(request_log)),
     ]
     log = log_path.open("w")
+    # Without HOST and PORT: llama-cpp-python's server settings read them from the environment over its arguments, and
+    # `make run-local PORT=7870` exports Langflow's.
+    environment = {name: value for name, value in os.environ.items() if name not in ("HOST", "PORT")}
     server = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+        command, stdout=log, stderr=subprocess.STDOUT, env={**environment, "OMP_WAIT_POLICY": "PASSIVE"}
     )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -291,7 +296,41 @@ def run_benchmark(module: str, model: ServedModel, arguments: list[str], environ
         server.wait(timeout=30)
 
 
+def run_local(arguments: list[str]) -> int:
+    """``make run-local``: ``make run`` with Langflow's OpenAI provider on Qwen served by the tier, as a user of a local
+    model serves one (one slot, both cores, an 8,192-token window); the server stops with Langflow."""
+    ensure_server_environment()
+    ensure_qwen()
+    artifacts = ROOT / "test-artifacts" / "real-model"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    model = LONG_CHAT_QWEN
+    server = serve(model, port, artifacts / "server-run-local.log", artifacts / "requests-run-local.jsonl")
+    base_url = f"http://{HOST}:{port}/v1"
+    say(f"{model.name} answers on {base_url} (llama-cpp-python, n_ctx {model.context_window}, {model.threads} threads)")
+    served = {
+        "OPENAI_API_KEY": "sk-local",
+        "OPENAI_BASE_URL": base_url,
+        "LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S": LONG_CHAT_STREAM_TIMEOUT_S,
+        "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS": "240",
+    }
+    command = [str(ROOT / ".venv" / "bin" / "python"), "-m", "langflow_session_memory", "run", *arguments]
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
+    launcher = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **served})
+    try:
+        return launcher.wait()
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM to this process alone: the launcher stops Langflow first
+        launcher.send_signal(signal.SIGTERM)
+        launcher.wait(timeout=60)
+        return 0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["run"]:
+        return run_local(sys.argv[2:])
     if sys.argv[1:2] == ["eval"]:
         return run_eval(sys.argv[2:])
     if sys.argv[1:2] == ["long-chat"]:
