@@ -27,6 +27,11 @@ from langflow_session_memory.starter_flow_link import NoStarterFlow, starter_flo
 from langflow_session_memory.testing.langflow_env import model_providers_environment
 
 MODEL_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+# After each of the bundled server's answers: it is no model, and a person trying it should know (no upper-case word or
+# ID in it, which the server would take for a fact).
+ANSWER_NOTE = (
+    "(the bundled test server: it repeats identifiers it finds in the conversation; make run-local for a real model)"
+)
 MODEL_SERVER_START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 40  # Langflow itself gives its server 30 s
 POLL_INTERVAL_S = 0.5
@@ -99,7 +104,10 @@ def say(line: str) -> None:
 def start_model_server(host: str, port: int) -> tuple[subprocess.Popen, str]:
     """The bundled server as a child process, once it answers; returns it and its OpenAI base URL."""
     base_url = f"http://{host}:{port}/v1"
-    command = [sys.executable, "-m", "langflow_session_memory.testing.fake_openai", "--host", host, "--port", str(port)]
+    command = [
+        *(sys.executable, "-m", "langflow_session_memory.testing.fake_openai"),
+        *("--host", host, "--port", str(port), "--answer-note", ANSWER_NOTE),
+    ]
     server = subprocess.Popen(command)
     try:
         wait_until_answers(f"{base_url}/models", server, "the bundled model server", MODEL_SERVER_START_TIMEOUT_S)

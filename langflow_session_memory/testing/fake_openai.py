@@ -182,6 +182,7 @@ class FakeModelConfig:
     prompt_cache_ttl_s: float = OPENAI_TTL_S
     prompt_tokens_per_s: float | None = None
     output_tokens_per_s: float | None = None
+    answer_note: str | None = None  # added after every answer in words, so a person sees it is not a model's
 
 
 @dataclass(frozen=True)
@@ -905,7 +906,10 @@ def _reply(config: FakeModelConfig, kind: str, messages: list[dict], tools: list
         return Reply(content_text(messages[instruction].get("content")) if instruction is not None else "")
     if kind == "summary":
         return Reply(summarize(messages, verbose=config.verbose_summary, heading_style=config.heading_style))
-    return chat_reply(messages, tools)
+    reply = chat_reply(messages, tools)
+    if config.answer_note and reply.content and not reply.calls_tools:
+        return dataclasses.replace(reply, content=f"{reply.content}\n\n{config.answer_note}")
+    return reply
 
 
 async def _ended(release) -> AsyncIterator[str]:
@@ -1075,6 +1079,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--output-tokens-per-s", type=float, help="llama-cpp-python profile: answer tokens a second")
     parser.add_argument("--request-log", help="append every request as a JSON line to this file")
+    parser.add_argument("--answer-note", help="a line added after every answer in words (make run: 'a test server')")
     args = vars(parser.parse_args(argv))
     host, port = args.pop("host"), args.pop("port")
     uvicorn.run(build_app(FakeModelConfig(**args)), host=host, port=port, log_level="warning")

@@ -266,3 +266,19 @@ def test_langchain_client_sees_openai_temperature_error(server):
     assert validated.invoke("hi").content == "OK: hi"
     sent = [(r["body"].get("temperature"), r["status"]) for r in server.requests()]
     assert sent == [(0, 400), (None, 200)]
+
+
+def test_an_answer_note_follows_answers_in_words_and_the_next_answer_is_unchanged_by_it():
+    """``make run``'s note ("the bundled test server ..."): after answers in words, never in a summary or a tool call,
+    and a conversation holding it is answered as one without it."""
+    from langflow_session_memory.launcher import ANSWER_NOTE
+
+    fact = {"role": "user", "content": "Our project is PRJ-123 on the EU cluster."}
+    question = {"role": "user", "content": "Which cluster and project were we on?"}
+    with run_in_thread(FakeModelConfig(answer_note=ANSWER_NOTE)) as noted:
+        first = answer(chat(noted, [fact]))
+        assert first.endswith(f"\n\n{ANSWER_NOTE}")
+        later = answer(chat(noted, [fact, {"role": "assistant", "content": first}, question]))
+        summary = answer(chat(noted, [fact, {"role": "user", "content": SUMMARY_INSTRUCTIONS}]))
+    assert later == f"From our conversation: PRJ-123, EU\n\n{ANSWER_NOTE}"
+    assert ANSWER_NOTE not in summary

@@ -159,9 +159,8 @@ async def stored_message(message: Message, write: Callable[[Message], Awaitable[
     Should keeping the summary out fail, the message is stored without its steps: never with the summary.
     Langflow's own write is not inside the fallback: its failures are the stock Agent's.
     """
-    steps_dropped = message.model_copy(update={"content_blocks": []})
-    to_store = stock_on_failure("stored_message", steps_dropped, lambda: playground.stored_form(message))
-    stored = await write(to_store)
+    to_store = stock_on_failure("stored_message", None, lambda: playground.stored_form(message))
+    stored = await write(to_store if to_store is not None else _without_steps(message))
     return stock_on_failure("stored_message", stored, lambda: playground.with_live_blocks(stored, message))
 
 
@@ -175,8 +174,13 @@ async def finish_turn(component, result: Message) -> Message:
     await _record_call_size(component)
     result = await stock_on_failure_async("usage", result, lambda: _add_fold_usage(component, result))
     await stock_on_failure_async("fold_after_answer", None, lambda: _fold_after_answer(component))
-    steps_dropped = result.model_copy(update={"content_blocks": []})
-    return stock_on_failure("handed_on", steps_dropped, lambda: playground.without_summary(result))
+    handed_on = stock_on_failure("handed_on", None, lambda: playground.without_summary(result))
+    return handed_on if handed_on is not None else _without_steps(result)
+
+
+def _without_steps(message: Message) -> Message:
+    """Where keeping the summary out of a message failed: the message without any step, so never with the summary."""
+    return message.model_copy(update={"content_blocks": []})
 
 
 async def _fold_after_answer(component) -> None:
