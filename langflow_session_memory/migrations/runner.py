@@ -8,6 +8,7 @@ it under ``BEGIN EXCLUSIVE``.
 
 import asyncio
 import hashlib
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -127,5 +128,16 @@ async def current_revision(url: str) -> str | None:
 
 
 def migrate(url: str) -> None:
-    """Blocking upgrade to head; call it from a thread when an event loop is running."""
-    asyncio.run(upgrade(url))
+    """Blocking upgrade to head at Langflow's start-up; call it from a thread when an event loop is running.
+
+    Alembic's INFO lines (two per connection, one per revision: 33 on a new database) are held back: they came
+    among Langflow's start-up output, before the address a person looks for, and the plugin logs the outcome in
+    one line (``session_memory_migrated revision=``). Warnings and errors still show.
+    """
+    alembic = logging.getLogger("alembic")
+    level = alembic.level
+    alembic.setLevel(logging.WARNING)
+    try:
+        asyncio.run(upgrade(url))
+    finally:
+        alembic.setLevel(level)

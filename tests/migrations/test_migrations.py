@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import logging
 import subprocess
 import sys
 import uuid
@@ -179,3 +180,12 @@ async def test_concurrent_workers_migrate_a_fresh_postgres_database_once():
         )
         assert tables == (1,)
         assert await runner.current_revision(url) == runner.head_revision()
+
+
+def test_the_start_up_migration_writes_no_alembic_line_per_revision(database_url, caplog):
+    """Issue 40: 33 lines of alembic's INFO came before the address `make run` prints; the plugin says it in one."""
+    caplog.set_level(logging.INFO)
+    before = logging.getLogger("alembic").level
+    runner.migrate(database_url)
+    assert not [record.getMessage() for record in caplog.records if record.name.startswith("alembic")]
+    assert logging.getLogger("alembic").level == before
