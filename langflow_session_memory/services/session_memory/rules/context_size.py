@@ -84,8 +84,8 @@ def estimate_tokens(text: str | None) -> int:
     spaces or tabs (indentation, a table's padding) one per :data:`SPACES_PER_TOKEN`, while a single
     space between words is free. Measured against Qwen2.5's and Gemma 3's own tokenizers on a
     padded DataFrame, a SQL result table, a build log, code, JSON and chat (``token_counts.json`` in
-    tests/services): 0.96 to 1.14 of their counts; OpenAI's tokenizers group digits by three and
-    merge longer runs of spaces, so there it errs large (1.13 to 1.34), which only makes a fold or a
+    tests/services): 0.96 to 1.17 of their counts; OpenAI's tokenizers group digits by three and
+    merge longer runs of spaces, so there it errs large (1.12 to 1.39), which only makes a fold or a
     clip come a little sooner. ``characters / 4`` counted a padded table's spaces as text: 2.0 to 3.2
     times the real count, and a clip kept padding instead of the page.
     """
