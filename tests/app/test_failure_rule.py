@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from langflow_session_memory.services.session_memory.agent import hooks, playground, prompt_caching
+from langflow_session_memory.services.session_memory.agent import hooks, playground, prompt_caching, search_tool
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.rules import call_fit
 from tests.app.langflow_client import CLAUDE, MODEL, turns_to_fold
@@ -49,6 +49,7 @@ PLACES = [
     pytest.param(playground, "without_summary", MODEL, f"{FALLBACK} where=handed_on", id="answer-handed-on"),
     pytest.param(hooks, "ModelCalls", MODEL, f"{FALLBACK} where=agent_model", id="agent-model"),
     pytest.param(hooks, "CallFitMiddleware", MODEL, f"{FALLBACK} where=agent_middleware", id="agent-middleware"),
+    pytest.param(search_tool, "search_tool", MODEL, f"{FALLBACK} where=agent_tools", id="agent-tools"),
     pytest.param(
         prompt_caching,
         "_marked_summary",

@@ -119,7 +119,7 @@ def _summary_sent(component) -> str | None:
 
 async def agent_tools(component, tools):
     """The Agent's tools, with ``search_earlier_messages`` where it applies."""
-    return await with_search_tool(component, tools)
+    return await stock_on_failure_async("agent_tools", tools, lambda: with_search_tool(component, tools))
 
 
 async def history_with_memory(component, stock: Callable[[], Awaitable[list[Message]]]) -> list[Message]:
