@@ -6,6 +6,7 @@ are created with ``POST /api/v1/flows/`` and run with ``POST /api/v1/run/{id}``.
 costs 15-40 s, so one app serves a whole process (Langflow's services are process-wide).
 """
 
+import copy
 import json
 import logging
 import os
@@ -66,6 +67,11 @@ class LangflowApp:
         flow = self.http.post("/api/v1/flows/", json={"name": name, "data": graph})
         return flow.raise_for_status().json()["id"], agent["id"]
 
+    def connect_embedding_model(self, flow_id: str, agent_id: str, model: str) -> None:
+        """Langflow's Embedding Model component on the Ollama provider, wired to the Agent
+        (:func:`connect_embedding_model`)."""
+        connect_embedding_model(self.http, self._catalogue_entry("EmbeddingModel"), flow_id, agent_id, model)
+
     def _catalogue_entry(self, name: str) -> dict:
         for components in self.http.get("/api/v1/all").raise_for_status().json().values():
             for entry in components.values():
@@ -119,6 +125,28 @@ class LangflowApp:
 
         with self.engine.connect() as connection:
             return connection.execute(text(statement), parameters).all()
+
+
+def connect_embedding_model(http, component: dict, flow_id: str, agent_id: str, model: str) -> None:
+    """Langflow's Embedding Model ``component`` (its catalogue entry) on the Ollama provider, wired to the Agent's
+    Embedding Model as a builder connects it in the editor. Langflow finds the Ollama server by OLLAMA_BASE_URL."""
+    flow = http.get(f"/api/v1/flows/{flow_id}").raise_for_status().json()
+    node = copy.deepcopy(component)
+    node["template"]["model"]["value"] = [{"name": model, "provider": "Ollama", "metadata": {}}]
+    node_id = "EmbeddingModel-memory"
+    flow["data"]["nodes"].append(
+        {
+            "id": node_id,
+            "type": "genericNode",
+            "position": {"x": 0, "y": 400},
+            "data": {"id": node_id, "type": "EmbeddingModel", "node": node},
+        }
+    )
+    source = {"dataType": "EmbeddingModel", "id": node_id, "name": "embeddings", "output_types": ["Embeddings"]}
+    target = {"fieldName": "embedding_model", "id": agent_id, "inputTypes": ["Embeddings"], "type": "other"}
+    edge = {"sourceHandle": source, "targetHandle": target}
+    flow["data"]["edges"].append({"id": f"edge-{node_id}", "source": node_id, "target": agent_id, "data": edge})
+    http.patch(f"/api/v1/flows/{flow_id}", json={"data": flow["data"]}).raise_for_status()
 
 
 def _quiet_console() -> None:

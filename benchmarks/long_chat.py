@@ -26,6 +26,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from sqlalchemy import insert
 
@@ -56,6 +57,9 @@ CONFIGURATIONS = (
     Configuration("switch on, N=10, search off", 10, session_memory=True),
 )
 ORACLE = Configuration("oracle: only the messages that answer, stock Agent, N=10", 10, session_memory=False)
+# With --embeddings-url: the defaults plus Langflow's Embedding Model component (Ollama provider) on the Agent's
+# Embedding Model, so excerpts are also found by meaning (``rules.meaning``).
+EMBEDDINGS = Configuration("switch on, N=10, defaults + Embedding Model", 10, session_memory=True, search=True)
 
 
 @dataclass
@@ -179,9 +183,18 @@ def section(results: list[Result], *, name: str, seconds: float, session, server
         f"the fact was said. LangChain's stream time-out raised to {timeout} s for the run "
         "(`LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S`; at its default, 120 s, a model on a CPU that evaluates the "
         "stock Agent's 100 messages for longer ends the turn).",
+        *(
+            [
+                "",
+                f"*{EMBEDDINGS.label}*: Langflow's Embedding Model component (Ollama provider) wired to the Agent's "
+                "Embedding Model, served all-MiniLM-L6-v2 by the tier (`tests/real_model/serve_embeddings.py`).",
+            ]
+            if any(result.configuration == EMBEDDINGS for result in results)
+            else []
+        ),
         "",
         "| configuration | right answers | prompt tokens (server) | vs stock N=100 | turn s, median | turn s, max "
-        "| messages folded | folds | fold s, median | failed folds | turns with excerpts |",
+        "| messages folded | folds | fold s, median | failed folds | turns with excerpts (by meaning) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in results:
@@ -194,7 +207,7 @@ def section(results: list[Result], *, name: str, seconds: float, session, server
             f"{counted} | {ratio} | {statistics.median(result.turn_seconds):.1f} | "
             f"{max(result.turn_seconds):.1f} | {result.folded} | {len(result.folds)} | "
             f"{statistics.median(fold_seconds) if fold_seconds else 0:.1f} | {len(result.problems)} | "
-            f"{len(result.excerpts)} |"
+            f"{len(result.excerpts)} ({sum(int(event.get('meant', 0)) > 0 for event in result.excerpts)} by meaning) |"
         )
     lines += ["", "| question | expected | " + " | ".join(r.configuration.label for r in results) + " |"]
     lines.append("| --- | --- |" + " --- |" * len(results))
@@ -218,10 +231,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns-after", type=int, default=110, help="exchanges of small talk after them")
     parser.add_argument("--only", help="run only the configurations whose label contains this")
     parser.add_argument("--docs", type=Path, default=DOCS)
+    parser.add_argument("--embeddings-url", help="an Ollama-compatible embedding server for the Embedding Model run")
+    parser.add_argument("--embeddings-model", default="all-minilm")
     arguments = parser.parse_args(argv)
     if not os.environ.get("OPENAI_API_KEY"):
         parser.error("needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL")
     session = chatty_session(arguments.turns_before, arguments.turns_after)
+    if arguments.embeddings_url:
+        # Langflow's Embedding Model on the Ollama provider reads the server from OLLAMA_BASE_URL (the component's own
+        # URL field is hidden and not used for an Ollama model picked from the list), and blocks a loopback host
+        # unless the operator trusts it.
+        os.environ["OLLAMA_BASE_URL"] = arguments.embeddings_url
+        os.environ["LANGFLOW_SSRF_ALLOWED_HOSTS"] = urlsplit(arguments.embeddings_url).hostname or ""
     inputs = {"max_tokens": arguments.agent_max_tokens}
     if arguments.context_window:
         inputs["context_window_tokens"] = arguments.context_window
@@ -234,11 +255,15 @@ def main(argv: list[str] | None = None) -> int:
             memory: app.create_flow(arguments.model, session_memory=memory, agent_inputs=inputs)
             for memory in (False, True)
         }
-        for configuration in [*CONFIGURATIONS, ORACLE]:
+        if arguments.embeddings_url:
+            flows[EMBEDDINGS] = app.create_flow(arguments.model, session_memory=True, agent_inputs=inputs)
+            app.connect_embedding_model(*flows[EMBEDDINGS], model=arguments.embeddings_model)
+        configurations = [*CONFIGURATIONS, *([EMBEDDINGS] if arguments.embeddings_url else []), ORACLE]
+        for configuration in configurations:
             if arguments.only and arguments.only not in configuration.label:
                 continue
             print(f"running {configuration.label} ...", flush=True)  # noqa: T201
-            flow = flows[configuration.session_memory]
+            flow = flows.get(configuration) or flows[configuration.session_memory]
             if configuration is ORACLE:
                 result = run_oracle(app, flow, session)
             else:

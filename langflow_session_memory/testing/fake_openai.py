@@ -96,6 +96,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import itertools
 import json
 import math
@@ -183,6 +184,7 @@ class FakeModelConfig:
     prompt_tokens_per_s: float | None = None
     output_tokens_per_s: float | None = None
     answer_note: str | None = None  # added after every answer in words, so a person sees it is not a model's
+    embed_fail_status: int | None = None  # Ollama's /api/embed answers this status with an error
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,22 @@ def estimate_prompt_tokens(messages: list[dict]) -> int:
 
 def estimate_completion_tokens(answer: str) -> int:
     return math.ceil(len(answer) / 4)
+
+
+EMBEDDING_DIMENSIONS = 256
+
+
+def hashed_embedding(text: str) -> list[float]:
+    """``text``'s words other than stop words, each hashed (a stable digest) into one of
+    :data:`EMBEDDING_DIMENSIONS` buckets, L2-normalised: texts sharing rare words are close."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in WORD.findall(text.lower()):
+        if word not in STOP_WORDS:
+            vector[
+                int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big") % EMBEDDING_DIMENSIONS
+            ] += 1.0
+    norm = math.sqrt(sum(value * value for value in vector))
+    return [value / norm for value in vector] if norm else vector
 
 
 MESSAGE_FRAMING = ("<frame>",) * 3
@@ -659,6 +677,21 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         """Forget every cached prefix (both APIs'), so the next session measured starts cold."""
         app.state.prompt_cache, app.state.anthropic_caches = PromptCache(), {}
         return {"cleared": True}
+
+    @app.post("/api/embed")
+    async def ollama_embed(request: Request):
+        """Ollama's embedding route (what Langflow's Embedding Model component calls on the Ollama provider):
+        ``input`` a text or a list, ``{"model", "embeddings"}`` back, one L2-normalised vector per text; the
+        vector is the text's words hashed into :data:`EMBEDDING_DIMENSIONS` buckets (a bag of words, no
+        meaning: a real model is the judge of that)."""
+        body = await request.json()
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if config.embed_fail_status:
+            await record("embed", body, config.embed_fail_status, 0, 0)
+            return JSONResponse({"error": "embedding model failed"}, status_code=config.embed_fail_status)
+        await record("embed", body, 200, sum(estimate_completion_tokens(text) for text in texts), 0)
+        return {"model": body.get("model", ""), "embeddings": [hashed_embedding(text) for text in texts]}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):

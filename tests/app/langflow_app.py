@@ -32,6 +32,7 @@ FAILURE_EVENTS = (
     "session_memory_starter_flow_failed",
     "session_memory_api_failed",
     "session_memory_cache_breakpoint_failed",
+    "session_memory_excerpts_failed",
 )
 MIGRATED_EVENT = "session_memory_migrated revision="
 SHOWN_CHARACTERS_PER_LINE = 2000

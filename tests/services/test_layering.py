@@ -19,6 +19,7 @@ RANKS = {
     "settings": 2,
     "storage": 3,
     "summary": 3,
+    "embeddings": 3,
     "folding": 4,
     "service": 5,
     "runtime": 6,

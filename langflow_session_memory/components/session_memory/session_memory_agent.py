@@ -55,6 +55,18 @@ class SessionMemoryAgentComponent(AgentComponent):
                 "the Agent's own model, for example a cheaper one. Its tokens are counted with the turn's usage."
             ),
         ),
+        HandleInput(
+            name="embedding_model",
+            display_name="Embedding Model",
+            input_types=["Embeddings"],
+            required=False,
+            advanced=True,
+            info=(
+                "With Summarize Older Messages on: an Embedding Model component that also finds the older messages a "
+                'question means without sharing its words ("instrument" for "cello"), quoted in the request '
+                "as the word matches are. Each older message is embedded once per Langflow process."
+            ),
+        ),
         IntInput(
             name="context_window_tokens",
             display_name="Context Window (tokens)",

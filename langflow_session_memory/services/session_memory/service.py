@@ -13,15 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 from lfx.schema.message import Message
 
+from langflow_session_memory.services.session_memory.embeddings import MessageVectors, of_query
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules import context_size, recall
+from langflow_session_memory.services.session_memory.rules import context_size, meaning, recall
 from langflow_session_memory.services.session_memory.rules.assembly import history_messages
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlan, TurnPlanner, Waiting
 from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
@@ -38,6 +40,8 @@ from langflow_session_memory.services.session_memory.summary import validation
 REMEMBERED_TURNS = 1024
 # Of each older message a keyword finds, the part read: an excerpt shows a few hundred characters around its words.
 EXCERPT_READ_CHARACTERS = 4_000
+# With an embedding model: the newest older messages its vectors rank (a session's first asking turn embeds them).
+MEANING_POOL = 500
 
 
 @dataclass(frozen=True)
@@ -84,13 +88,15 @@ class SessionMemoryService:
         self.folds = FoldRunner(sessions, self.planner)
         self.background = background or BackgroundFolds()
         self._folded_turns: OrderedDict = OrderedDict()
+        self.vectors = MessageVectors()
 
     @property
     def policy(self) -> FoldPolicy:
         return self.planner.policy
 
-    async def build_history(self, turn: Turn, llm: BaseChatModel) -> History:
-        """The history for ``turn``; folding at most once per turn, even when the Agent retries it.
+    async def build_history(self, turn: Turn, llm: BaseChatModel, embedder: Embeddings | None = None) -> History:
+        """The history for ``turn``; folding at most once per turn, even when the Agent retries it. With an
+        ``embedder`` (the builder's "Embedding Model"), the excerpts of older messages are also found by meaning.
 
         Where the turn says so (a self-hosted server), the folds still running on its model
         server are awaited first, at most one fold timeout: the turn then sends the summary they
@@ -98,7 +104,7 @@ class SessionMemoryService:
         """
         if turn.n_messages > 0 and turn.waits_for_folds:
             await self.background.wait_for_server(turn.model_server, self.policy.fold_timeout_seconds)
-        return await self._build(turn, llm, Mode.ROUTINE)
+        return await self._build(turn, llm, Mode.ROUTINE, embedder)
 
     async def compact(self, turn: Turn, llm: BaseChatModel) -> History:
         """The history after the provider refused the prompt as too long: the summary alone.
@@ -137,7 +143,7 @@ class SessionMemoryService:
             await store.record_call_size(session, key, tokens)
             await session.commit()
 
-    async def _build(self, turn: Turn, llm: BaseChatModel, mode: Mode) -> History:
+    async def _build(self, turn: Turn, llm: BaseChatModel, mode: Mode, embedder: Embeddings | None = None) -> History:
         """Read, plan, fold if the plan says so, then read again and send what the row now leaves.
 
         Whoever folded (this turn, or another worker first), the history sent is planned
@@ -160,7 +166,7 @@ class SessionMemoryService:
             self._remember_fold(turn, cost)
         summary = reading.state.summary if plan.send_summary else ""
         await _log_trimmed(turn, plan, summary)
-        excerpts = await self.excerpts(turn, summary, plan.raw) if mode is Mode.ROUTINE else ()
+        excerpts = await self.excerpts(turn, summary, plan.raw, embedder) if mode is Mode.ROUTINE else ()
         return History(
             messages=await history_messages(summary, plan.raw, excerpts),
             excerpts=excerpts,
@@ -172,14 +178,18 @@ class SessionMemoryService:
             waiting=waiting,
         )
 
-    async def excerpts(self, turn: Turn, summary: str, raw: list[MessageTable]) -> tuple[Excerpt, ...]:
-        """The older messages a user's message that asks something (:func:`recall.asks`) refers to by words that
-        neither the summary nor the messages sent hold, best first past :data:`recall.MIN_EXCERPT_SCORE`, oldest
-        first; none on any failure (logged: the turn goes on without them, as a turn does without a fold)."""
+    async def excerpts(
+        self, turn: Turn, summary: str, raw: list[MessageTable], embedder: Embeddings | None = None
+    ) -> tuple[Excerpt, ...]:
+        """The older messages a user's message that asks something (:func:`recall.asks`) refers to: by words that
+        neither the summary nor the messages sent hold, best first past :data:`recall.MIN_EXCERPT_SCORE`, and with
+        an ``embedder`` by meaning (:func:`meaning.standouts` among the newest :data:`MEANING_POOL`), the two
+        rankings fused, oldest first; none on any failure (logged: the turn goes on without them, as a turn does
+        without a fold), words alone when only the embedding model fails."""
         if not recall.asks(turn.input_text):
             return ()
         words = recall.unheld(recall.keywords(turn.input_text), [summary, *(row.text or "" for row in raw)])
-        if not words:
+        if not words and embedder is None:
             return ()
         started = time.perf_counter()
         try:
@@ -199,17 +209,38 @@ class SessionMemoryService:
                     limit=recall.CANDIDATES_PER_WORD,
                     read_characters=EXCERPT_READ_CHARACTERS,
                 )
+                pool = (
+                    await messages.older_than(
+                        session, turn.key, before=before, limit=MEANING_POOL, read_characters=EXCERPT_READ_CHARACTERS
+                    )
+                    if embedder is not None
+                    else []
+                )
         except Exception as error:  # noqa: BLE001 - excerpts only add to a turn; logged, the turn goes on without them
             await logger.aerror(f"session_memory_excerpts_failed reason={describe(error)}")
             return ()
-        excerpts = recall.best_excerpts(found, tokens=recall.excerpt_budget(turn.context_window))
+        meant = await self._meant(embedder, turn.input_text, pool) if pool else []
+        excerpts = recall.best_excerpts(found, meant=meant, tokens=recall.excerpt_budget(turn.context_window))
         if excerpts:
             await logger.ainfo(
                 f"session_memory_excerpts words={len(words)} candidates={sum(map(len, found.values()))} "
                 f"quoted={len(excerpts)} best_score={max(excerpt.score for excerpt in excerpts)} "
+                f"meant={sum(excerpt.standout is not None for excerpt in excerpts)} pool={len(pool)} "
                 f"latency_ms={round((time.perf_counter() - started) * 1000)} session_id={turn.key.session_id!r}"
             )
         return tuple(excerpts)
+
+    async def _meant(self, embedder: Embeddings, question: str, pool: list[messages.Candidate]) -> list:
+        """The pool's messages whose meaning stands out for ``question``, best first; none when the embedding model
+        fails (logged: the turn keeps its word excerpts)."""
+        try:
+            vectors = await self.vectors.of_messages(embedder, [(row.message_id, row.text) for row in pool])
+            query = await of_query(embedder, question)
+        except Exception as error:  # noqa: BLE001 - meaning only adds to the words' excerpts; logged, the turn goes on
+            await logger.aerror(f"session_memory_excerpts_failed where=embedding_model reason={describe(error)}")
+            return []
+        rows = {row.message_id: row for row in pool}
+        return [(rows[message_id], standing) for message_id, standing in meaning.standouts(query, vectors)]
 
     async def _read(self, turn: Turn) -> Reading:
         """What :func:`reading.read` reads, with a summary that may be sent.

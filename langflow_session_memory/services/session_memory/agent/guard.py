@@ -14,6 +14,7 @@ from typing import TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -105,13 +106,14 @@ class CallReductions:
 @dataclass
 class RunState:
     """What one run of the Agent carries from hook to hook: its model, the calls it made, its Turn (None where
-    memory does not apply) and the model that folds for it, the history it got, and what fitting its calls to
-    the window changed."""
+    memory does not apply), the model that folds for it and the embedding model connected, the history it got,
+    and what fitting its calls to the window changed."""
 
     model: BaseChatModel | None = None
     calls: ModelCalls | None = None
     turn: Turn | None = None
     fold_model: BaseChatModel | None = None
+    embedder: Embeddings | None = None
     history: History | None = None
     reductions: CallReductions = field(default_factory=CallReductions)
 
@@ -165,6 +167,12 @@ def summary_model_of(component) -> BaseChatModel | None:
     return model if isinstance(model, BaseChatModel) else None
 
 
+def embedding_model_of(component) -> Embeddings | None:
+    """The model connected to "Embedding Model", if any: it finds older messages by meaning as well as words."""
+    model = getattr(component, "embedding_model", None)
+    return model if isinstance(model, Embeddings) else None
+
+
 def fold_model_of(component) -> BaseChatModel:
     return summary_model_of(component) or agent_model_of(component)
 
@@ -180,11 +188,11 @@ async def begin_turn(component) -> Turn | None:
     model that folds for it, so no later hook reads the component again. None where memory does not apply or
     reading it failed (logged without any text)."""
     state = run_state(component)
-    state.turn, state.fold_model = None, None
+    state.turn, state.fold_model, state.embedder = None, None, None
     try:
         turn = memory_turn(component)
         if turn is not None:
-            state.turn, state.fold_model = turn, fold_model_of(component)
+            state.turn, state.fold_model, state.embedder = turn, fold_model_of(component), embedding_model_of(component)
     except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
         await logger.aerror(f"{FALLBACK_EVENT} reason={describe(error)}")
     return state.turn

@@ -130,7 +130,9 @@ async def history_with_memory(component, stock: Callable[[], Awaitable[list[Mess
     state = run_state(component)
     state.history = None
     await begin_turn(component)
-    built = await with_memory(state, lambda service, turn: service.build_history(turn, state.fold_model))
+    built = await with_memory(
+        state, lambda service, turn: service.build_history(turn, state.fold_model, state.embedder)
+    )
     if built is None:
         return await stock()
     _turn, state.history = built

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import context_size, meaning
 
 MAX_KEYWORDS = 8
 # The model writes the query: these bound what reaches SQL (PostgreSQL compiles the words into one
@@ -99,12 +99,14 @@ class Found(Protocol):
 
 @dataclass(frozen=True)
 class Excerpt:
-    """An older message quoted in a turn's request: who said it, when, the part around its words, its score."""
+    """An older message quoted in a turn's request: who said it, when, the part around its words, its words'
+    score, and how far its meaning stood out (None: found by its words alone)."""
 
     sender: str
     timestamp: datetime
     text: str
     score: float
+    standout: float | None = None
 
 
 # How a message that asks about something starts, when it has no question mark ("Remind me of the code").
@@ -146,29 +148,45 @@ def word_weights(found: Mapping[str, Sequence[Found]], per_word: int = CANDIDATE
 def best_excerpts(
     found: Mapping[str, Sequence[Found]],
     *,
+    meant: Sequence[tuple[Found, float]] = (),
     most: int = MOST_EXCERPTS,
     min_score: float = MIN_EXCERPT_SCORE,
     tokens: int = EXCERPT_TOKENS,
     characters: int = EXCERPT_CHARACTERS,
 ) -> list[Excerpt]:
-    """The best-scoring messages among those the words found, at most ``most`` and ``tokens``, each scoring at
-    least ``min_score`` (the sum of the weights of the words it holds), oldest first as they were said."""
+    """The best messages among those the words found, each scoring at least ``min_score`` (the sum of the
+    weights of the words it holds), and those ``meant`` (an embedding model's standouts, best first, with their
+    standing), the two rankings fused (:func:`meaning.fused`); at most ``most`` and ``tokens``, oldest first as
+    they were said."""
     weights = word_weights(found)
     patterns = {word: word_start(word) for word in weights}
-    messages = {row.message_id: row for rows in found.values() for row in rows}
-    scored = []
-    for row in messages.values():
+    rows = {row.message_id: row for rows in found.values() for row in rows}
+    held_by: dict[object, list[str]] = {}
+    scores: dict[object, float] = {}
+    for message_id, row in rows.items():
         held = [word for word, pattern in patterns.items() if pattern.search(row.text)]
         score = sum(weights[word] for word in held)
         if score >= min_score:
-            scored.append((score, row.timestamp, row, held))
-    scored.sort(key=lambda entry: entry[:2], reverse=True)
+            held_by[message_id], scores[message_id] = held, score
+    by_words = sorted(scores, key=lambda message_id: (scores[message_id], rows[message_id].timestamp), reverse=True)
+    standing = {row.message_id: value for row, value in meant}
+    for row, _ in meant:
+        rows.setdefault(row.message_id, row)
     chosen, spent = [], 0
-    for score, _, row, held in scored[:most]:
-        text = excerpt(row.text, held, characters)
+    for message_id in meaning.fused(by_words, list(standing))[:most]:
+        row = rows[message_id]
+        text = excerpt(row.text, held_by.get(message_id, ()), characters)
         size = context_size.estimate_tokens(text)
         if spent + size > tokens:
             break
-        chosen.append(Excerpt(sender=row.sender, timestamp=row.timestamp, text=text, score=round(score, 2)))
+        chosen.append(
+            Excerpt(
+                sender=row.sender,
+                timestamp=row.timestamp,
+                text=text,
+                score=round(scores.get(message_id, 0.0), 2),
+                standout=round(standing[message_id], 2) if message_id in standing else None,
+            )
+        )
         spent += size
     return sorted(chosen, key=lambda chosen_excerpt: chosen_excerpt.timestamp)

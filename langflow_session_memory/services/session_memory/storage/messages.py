@@ -230,14 +230,22 @@ async def older_than_window_matching(
     read, so a pasted log cannot make a search large.
     """
     statement = (
-        select(
-            _columns.id,
-            _columns.timestamp,
-            _columns.sender,
-            _columns.sender_name,
-            func.substr(_columns.text, 1, read_characters).label("text"),
-        )
+        select(*_candidate_columns(read_characters))
         .where(_scope(key), _before(before), _holds_any(words, session.bind.dialect.name))
+        .order_by(_columns.timestamp.desc(), _columns.id.desc())
+        .limit(limit)
+    )
+    return [_candidate(row) for row in await session.execute(statement)]
+
+
+async def older_than(
+    session: AsyncSession, key: SessionKey, *, before: Cursor, limit: int, read_characters: int
+) -> list[Candidate]:
+    """The newest ``limit`` messages with text before ``before``, newest first; only the first ``read_characters``
+    of each text are read (the pool an embedding model ranks, ``rules.meaning``)."""
+    statement = (
+        select(*_candidate_columns(read_characters))
+        .where(_scope(key), _before(before), _columns.text != "")
         .order_by(_columns.timestamp.desc(), _columns.id.desc())
         .limit(limit)
     )
@@ -289,6 +297,17 @@ async def older_matching_each(
     for row in await session.execute(statement):
         found[words[row.word]].append(_candidate(row))
     return found
+
+
+def _candidate_columns(read_characters: int) -> tuple:
+    """What a :class:`Candidate` is read from: its position, sender and the first ``read_characters`` of its text."""
+    return (
+        _columns.id,
+        _columns.timestamp,
+        _columns.sender,
+        _columns.sender_name,
+        func.substr(_columns.text, 1, read_characters).label("text"),
+    )
 
 
 def _candidate(row) -> Candidate:
