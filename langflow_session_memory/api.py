@@ -5,15 +5,17 @@ and, in them, only the rows it owns (its own Playground and API sessions); anyth
 answers 404, so nobody learns that another user's flow or session exists. A database error
 answers 503 with a short reason, never a statement or its parameters. Langflow's own
 authentication accepts the browser's login cookie too, so the summary page (``read_summary``),
-which the Playground's Session memory step links to, opens in the browser as that user.
+which the Playground's Session memory step links to, opens in the browser as that user, who can
+correct or reset the summary there; a change a browser sends from another site is refused (403).
 """
 
 from datetime import datetime
 from typing import Annotated
+from urllib.parse import urlencode
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
-from fastapi.responses import PlainTextResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from langflow.api.utils.core import CurrentActiveUser
 from langflow.services.database.models.flow.model import Flow
@@ -23,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from langflow_session_memory import summary_page
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND, describe, table_missing
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.runtime import langflow_database_session
@@ -152,17 +155,81 @@ async def get_session(
     return _memory(await _row(session, flow_id, user, session_id, context_id))
 
 
-@router.get("/{flow_id}/sessions/{session_id}/summary", response_class=PlainTextResponse)
+@router.get("/{flow_id}/sessions/{session_id}/summary", response_class=HTMLResponse)
 async def read_summary(
-    flow_id: UUID, session_id: str, user: CurrentActiveUser, session: Database, context_id: ContextQuery = ""
-) -> PlainTextResponse:
-    """The summary as a page to read, linked from the Session memory step; plain text, so nothing in it runs."""
+    flow_id: UUID,
+    session_id: str,
+    user: CurrentActiveUser,
+    session: Database,
+    context_id: ContextQuery = "",
+    done: Annotated[str | None, Query(include_in_schema=False)] = None,
+) -> HTMLResponse:
+    """The summary as a page, linked from the Session memory step: the session's counts and dates, and the summary
+    in a form its owner can save or reset (``summary_page``)."""
     row = await _row(session, flow_id, user, session_id, context_id)
-    heading = f"Session memory of session {row.session_id}: {row.folded_count} earlier messages"
-    return PlainTextResponse(
-        f"{heading}, updated {row.updated_at}\n\n{row.summary}\n",
-        headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
+    return _page(row, notice=done)
+
+
+@router.post("/{flow_id}/sessions/{session_id}/summary", include_in_schema=False)
+async def change_summary_from_the_page(
+    request: Request,
+    flow_id: UUID,
+    session_id: str,
+    user: CurrentActiveUser,
+    session: Database,
+    context_id: ContextQuery = "",
+) -> Response:
+    """The page's form: save the summary (checked as a PUT's) or reset it, then back to the page (303).
+
+    Refused (403) when a browser sent it from another site (``summary_page.same_origin``): Langflow's
+    login cookie goes with a form posted from anywhere unless its SameSite setting holds it back.
+    """
+    _require_same_origin(request)
+    row = await _row(session, flow_id, user, session_id, context_id)
+    form = await request.form()
+    key = SessionKey(flow_id=row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id)
+    if form.get("action") == "reset":
+        await store.reset(session, flow_id, owner_id=user.id, session_id=session_id, context_id=context_id)
+        await session.commit()
+        return HTMLResponse(summary_page.reset_page(session_id), headers=summary_page.HEADERS)
+    draft = str(form.get("summary") or "").replace("\r\n", "\n")  # a form sends a text box's lines as CRLF
+    try:
+        summary = validation.validate_edited_summary(draft)
+    except validation.SummaryRejectedError as error:
+        return _page(row, error=str(error), draft=draft, status_code=422)
+    await store.replace_summary(session, key, summary)
+    await session.commit()
+    return _back_to_the_page(request, summary_page.SAVED)
+
+
+def _require_same_origin(request: Request) -> None:
+    if not summary_page.same_origin(request.headers, request.url):
+        raise HTTPException(
+            status_code=403, detail="A summary is changed from its own page or the API, not another site"
+        )
+
+
+def _page(row: SessionMemoryState, *, status_code: int = 200, **shown) -> HTMLResponse:
+    state = summary_page.PageState(
+        session_id=row.session_id,
+        context_id=row.context_id,
+        summary=row.summary,
+        folded_count=row.folded_count,
+        words=validation.word_count(row.summary),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        paused_until=row.paused_until,
+        last_error=row.last_error,
     )
+    return HTMLResponse(
+        summary_page.summary_page(state, **shown), status_code=status_code, headers=summary_page.HEADERS
+    )
+
+
+def _back_to_the_page(request: Request, done: str) -> RedirectResponse:
+    """The page again, by a relative address (it holds behind any proxy or path prefix), saying what was done."""
+    query = urlencode([*((k, v) for k, v in request.query_params.multi_items() if k != "done"), ("done", done)])
+    return RedirectResponse(f"summary?{query}", status_code=303)
 
 
 @router.get("/{flow_id}/sessions/{session_id}/notes", include_in_schema=False)
@@ -177,6 +244,7 @@ async def read_summary_at_its_old_address(request: Request) -> RedirectResponse:
 
 @router.put("/{flow_id}/sessions/{session_id}", response_model=SessionMemory)
 async def edit_session(
+    request: Request,
     flow_id: UUID,
     session_id: str,
     edit: SummaryEdit,
@@ -186,8 +254,9 @@ async def edit_session(
 ) -> SessionMemory:
     """Replace the summary (checked as a fold's is: see ``validation.validate_edited_summary``); clears a pause.
 
-    The next turn sends it.
+    The next turn sends it. Refused (403) when a browser sent it from another site, as the page's form.
     """
+    _require_same_origin(request)
     row = await _row(session, flow_id, user, session_id, context_id)
     try:
         summary = validation.validate_edited_summary(edit.summary)
@@ -201,9 +270,16 @@ async def edit_session(
 
 @router.delete("/{flow_id}/sessions/{session_id}", status_code=204)
 async def reset_session(
-    flow_id: UUID, session_id: str, user: CurrentActiveUser, session: Database, context_id: ContextQuery = ""
+    request: Request,
+    flow_id: UUID,
+    session_id: str,
+    user: CurrentActiveUser,
+    session: Database,
+    context_id: ContextQuery = "",
 ) -> Response:
-    """Forget the summary: the next turn folds the session again from its start."""
+    """Forget the summary: the next turn folds the session again from its start. Refused (403) when a browser sent
+    it from another site."""
+    _require_same_origin(request)
     await _row(session, flow_id, user, session_id, context_id)
     await store.reset(session, flow_id, owner_id=user.id, session_id=session_id, context_id=context_id)
     await session.commit()

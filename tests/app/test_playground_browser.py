@@ -47,6 +47,7 @@ QUICK_START_MESSAGES = 11
 QUICK_START_SUMMARIZED = (2 * (1 + QUICK_START_MESSAGES) - 4) // BATCH * BATCH  # the README's 20 at the default
 QUICK_START_STEPS = 1 + QUICK_START_MESSAGES + 1 - turns_to_fold(4)
 EDITED_SUMMARY = "Key facts:\n- the customer is GLOBEX\nConversation so far:\n- the user named the customer"
+SUMMARY_BY_API = "Key facts:\n- the customer is INITECH\nConversation so far:\n- the user named the customer"
 MAKE_RUN_START_TIMEOUT_S = 300  # installing is already done; Langflow's start: 60-90 s on two shared cores
 MAKE_RUN_STOP_TIMEOUT_S = 60
 STARTER_FLOW_LINE = re.compile(r"\[make run\] open the starter flow: (http://\S+/flow/([0-9a-f-]{36}))")
@@ -278,14 +279,20 @@ def test_the_readme_quick_start(make_run, page):
         link.click()
         expect(page.locator("body")).to_contain_text("Key facts:")
         expect(page.locator("body")).to_contain_text("PRJ-123 on the EU cluster")
+        expect(page.locator("body")).to_contain_text(f"Earlier messages summarized{QUICK_START_SUMMARIZED}")
+        page.get_by_role("textbox", name="Summary").fill(EDITED_SUMMARY)  # "correct and save it"
+        page.get_by_role("button", name="Save summary").click()
+        expect(page.get_by_role("status")).to_contain_text("Saved.")
+        expect(page.get_by_role("textbox", name="Summary")).to_have_value(EDITED_SUMMARY)
         page.screenshot(path=SCREENSHOTS / "quick-start-3-summary.png")
         key = new_api_key(page, address.split("/flow/")[0])
 
     assert "PRJ-123" in memory("memory-show", flow_id, make_run.database_url)
     row = f"{address.split('/flow/')[0]}/api/v1/session_memory/{flow_id}/sessions/{flow_id}"
     with httpx.Client(headers={"x-api-key": key}, timeout=30) as api:
-        api.put(row, json={"summary": EDITED_SUMMARY}).raise_for_status()
-        assert "GLOBEX" in api.get(row).json()["summary"]
+        assert api.get(row).json()["summary"] == EDITED_SUMMARY  # saved from the page
+        api.put(row, json={"summary": SUMMARY_BY_API}).raise_for_status()
+        assert "INITECH" in api.get(row).json()["summary"]
         assert "reset 1 row(s)" in memory("memory-reset", flow_id, make_run.database_url)
         assert api.get(row).status_code == 404
 

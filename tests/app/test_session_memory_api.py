@@ -71,31 +71,130 @@ def test_the_api_needs_langflows_authentication(langflow):
     assert with_key.status_code == 200
 
 
-def as_the_browser(langflow, path: str, token: str | None = None):
-    """``GET path`` as a browser opening a link: its login cookie only (the superuser's, or ``token``; "" none)."""
+def as_the_browser(
+    langflow, path: str, token: str | None = None, *, method: str = "GET", data: dict | None = None, site: str = ""
+):
+    """``path`` as a browser requests it: its login cookie only (the superuser's, or ``token``; "" none); ``site`` the
+    ``Sec-Fetch-Site`` the browser sends with it (none for a browser that sends none)."""
     saved = langflow.http.cookies
     if token is not None:
         langflow.http.cookies = type(saved)()
         if token:
             langflow.http.cookies.set("access_token_lf", token)
+    headers = {"Authorization": ""} | ({"Sec-Fetch-Site": site} if site else {})
     try:
         with multi_user_mode():  # with auto-login on, Langflow logs any caller in: the cookie must be what decides
-            return langflow.http.get(path, headers={"Authorization": ""})
+            return langflow.http.request(method, path, headers=headers, data=data, follow_redirects=method == "GET")
     finally:
         langflow.http.cookies = saved
 
 
-def test_the_summary_page_opens_with_the_browsers_login_and_shows_the_summary_as_plain_text(langflow):
+def test_the_summary_page_opens_with_the_browsers_login_and_shows_the_session_and_its_summary(langflow):
     session_id = new_session()
     flow_id, _ = langflow.seeded_folded_session(session_id)
 
     page = as_the_browser(langflow, f"{API}/{flow_id}/sessions/{session_id}/summary")
 
     assert page.status_code == 200, page.text
-    assert page.headers["content-type"] == "text/plain; charset=utf-8"
-    assert (page.headers["x-content-type-options"], page.headers["cache-control"]) == ("nosniff", "no-store")
-    assert page.text.startswith(f"Session memory of session {session_id}: {FOLDED_MESSAGES} earlier messages")
-    assert SEEDED_SUMMARY in page.text
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert (page.headers["x-frame-options"], page.headers["cache-control"]) == ("DENY", "no-store")
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert f"<dd>{session_id}</dd>" in page.text
+    assert f"<dt>Earlier messages summarized</dt><dd>{FOLDED_MESSAGES}</dd>" in page.text
+    assert f'<textarea id="summary" name="summary" rows="18">{SEEDED_SUMMARY}</textarea>' in page.text
+    assert "<script" not in page.text
+
+
+def test_a_summary_holding_markup_is_shown_as_text(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    row = f"{API}/{flow_id}/sessions/{session_id}"
+    marked = "Key facts:\n- <script>alert(1)</script></textarea><b>x</b>\nConversation so far:\n- x"
+    langflow.http.put(row, json={"summary": marked}).raise_for_status()
+
+    page = as_the_browser(langflow, f"{row}/summary")
+
+    assert "<script>alert" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;/textarea&gt;&lt;b&gt;x&lt;/b&gt;" in page.text
+
+
+def test_its_owner_saves_a_corrected_summary_from_the_page(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    row = f"{API}/{flow_id}/sessions/{session_id}"
+    corrected = "Key facts:\n- The customer is GLOBEX.\nConversation so far:\n- Corrected by hand."
+
+    typed = corrected.replace("\n", "\r\n")  # as a browser sends a text box's lines
+    saved = as_the_browser(
+        langflow, f"{row}/summary", method="POST", data={"summary": typed, "action": "save"}, site="same-origin"
+    )
+
+    assert (saved.status_code, saved.headers["location"]) == (303, "summary?done=saved")
+    assert langflow.http.get(row).json()["summary"] == corrected
+    page = as_the_browser(langflow, f"{row}/summary?done=saved")
+    assert "Saved. The Agent&#x27;s next turn in this session sends this summary." in page.text
+    assert "The customer is GLOBEX." in page.text
+
+
+def test_a_summary_the_page_refuses_keeps_what_was_typed_and_changes_nothing(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    row = f"{API}/{flow_id}/sessions/{session_id}"
+    too_long = "Key facts:\n- " + "word " * 400
+
+    refused = as_the_browser(
+        langflow, f"{row}/summary", method="POST", data={"summary": too_long, "action": "save"}, site="same-origin"
+    )
+
+    assert refused.status_code == 422
+    assert 'role="alert">Not saved:' in refused.text
+    assert "word " * 400 in refused.text
+    assert langflow.http.get(row).json()["summary"] == SEEDED_SUMMARY
+
+
+def test_its_owner_resets_the_summary_from_the_page(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    row = f"{API}/{flow_id}/sessions/{session_id}"
+
+    reset = as_the_browser(langflow, f"{row}/summary", method="POST", data={"action": "reset"}, site="same-origin")
+
+    assert reset.status_code == 200
+    assert "Reset. The summary is gone" in reset.text
+    assert langflow.http.get(row).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("method", "suffix", "data", "headers"),
+    [
+        ("POST", "/summary", {"summary": "Key facts:\n- HACKED", "action": "save"}, {"Sec-Fetch-Site": "cross-site"}),
+        ("POST", "/summary", {"action": "reset"}, {"Sec-Fetch-Site": "same-site"}),
+        ("POST", "/summary", {"action": "reset"}, {"Origin": "https://elsewhere.example"}),
+        ("DELETE", "", None, {"Sec-Fetch-Site": "cross-site"}),
+    ],
+    ids=["form-from-another-site", "form-from-a-sibling-subdomain", "old-browser-form", "delete-from-another-site"],
+)
+def test_no_request_from_another_site_changes_the_summary(langflow, method, suffix, data, headers):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    row = f"{API}/{flow_id}/sessions/{session_id}"
+    with multi_user_mode():  # the browser's cookie alone, as a page on another site would send it
+        refused = langflow.http.request(method, f"{row}{suffix}", data=data, headers={"Authorization": "", **headers})
+
+    assert refused.status_code == 403, refused.text
+    assert langflow.http.get(row).json()["summary"] == SEEDED_SUMMARY
+
+
+def test_a_put_from_another_site_is_refused(langflow):
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    row = f"{API}/{flow_id}/sessions/{session_id}"
+    with multi_user_mode():
+        refused = langflow.http.put(
+            row, json={"summary": "Key facts:\n- HACKED"}, headers={"Authorization": "", "Sec-Fetch-Site": "cross-site"}
+        )
+    assert refused.status_code == 403
+    assert langflow.http.get(row).json()["summary"] == SEEDED_SUMMARY
 
 
 def test_a_link_stored_before_the_page_took_the_summary_s_name_still_opens_it(langflow):

@@ -1,0 +1,122 @@
+"""The summary page: one session's summary in the browser, to read, correct or reset (``api.read_summary``).
+
+Pure HTML rendering. Every value is escaped, the page runs no script, and its headers forbid
+framing (a page with buttons inside another site's frame could be clicked through) and any
+form target but this page. Which requests may change a summary is :func:`same_origin`'s rule.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+from urllib.parse import urlsplit
+
+from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_WORD_LIMIT
+
+HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "Referrer-Policy": "no-referrer",
+}
+SAVED = "saved"
+NOTICES = {SAVED: "Saved. The Agent's next turn in this session sends this summary."}
+RESET_DONE = (
+    "Reset. The summary is gone; the Agent's next turn in this session summarizes it again from its first message."
+)
+_STYLE = """body{font:16px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#18181b}
+h1{font-size:1.4rem;margin:0 0 1rem}dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem}
+dt{color:#52525b}dd{margin:0}textarea{width:100%;box-sizing:border-box;font:14px/1.5 ui-monospace,monospace;
+padding:.5rem}.notice{background:#ecfdf5;border:1px solid #10b981;padding:.5rem 1rem}
+.error{background:#fef2f2;border:1px solid #ef4444;padding:.5rem 1rem}button{font:inherit;margin:.5rem .5rem 0 0;
+padding:.4rem 1rem}p.hint{color:#52525b;font-size:.9rem}"""
+
+
+@dataclass(frozen=True)
+class PageState:
+    """What the page shows of a session's row."""
+
+    session_id: str
+    context_id: str
+    summary: str
+    folded_count: int
+    words: int
+    created_at: datetime
+    updated_at: datetime
+    paused_until: datetime | None
+    last_error: str | None
+
+
+def summary_page(state: PageState, *, notice: str | None = None, error: str | None = None, draft: str | None = None):
+    """The page as HTML: the session's facts, the summary in a form to save or reset, a notice or an error.
+
+    ``draft`` is what the person sent when it was refused, kept so nothing they typed is lost.
+    """
+    facts = [
+        ("Session", state.session_id),
+        *([("Context", state.context_id)] if state.context_id else []),
+        ("Earlier messages summarized", f"{state.folded_count:,}"),
+        ("Words", f"{state.words} of at most {SUMMARY_WORD_LIMIT}"),
+        ("Updated", _when(state.updated_at)),
+        ("First summarized", _when(state.created_at)),
+    ]
+    if state.paused_until:
+        facts.append(
+            ("Summaries paused until", f"{_when(state.paused_until)} ({state.last_error or 'no reason kept'})")
+        )
+    rows = "".join(f"<dt>{escape(name)}</dt><dd>{escape(value)}</dd>" for name, value in facts)
+    banner = ""
+    if notice in NOTICES:
+        banner = f'<p class="notice" role="status">{escape(NOTICES[notice])}</p>'
+    if error:
+        banner = f'<p class="error" role="alert">Not saved: {escape(error)}</p>'
+    text = state.summary if draft is None else draft
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Session memory: {escape(state.session_id)}</title><style>{_STYLE}</style></head>
+<body><main>
+<h1>Session memory</h1>
+{banner}
+<dl>{rows}</dl>
+<form method="post">
+<label for="summary"><strong>Summary</strong></label>
+<p class="hint">Sent first in the Agent's history in place of the earlier messages. Correct it and save, or reset it:
+the earlier messages are summarized again from the start. The chat's own messages are never changed.</p>
+<textarea id="summary" name="summary" rows="18">{escape(text)}</textarea>
+<button type="submit" name="action" value="save">Save summary</button>
+<button type="submit" name="action" value="reset">Reset summary</button>
+</form>
+</main></body></html>
+"""
+
+
+def reset_page(session_id: str) -> str:
+    """What the page says once its summary is reset: the row is gone until a turn folds the session again."""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Session memory: {escape(session_id)}</title>
+<style>{_STYLE}</style></head>
+<body><main><h1>Session memory</h1><dl><dt>Session</dt><dd>{escape(session_id)}</dd></dl>
+<p class="notice" role="status">{escape(RESET_DONE)}</p></main></body></html>
+"""
+
+
+def same_origin(headers, url) -> bool:
+    """Whether a request that would change a summary may: not one a browser sent from another site.
+
+    A browser names where a request comes from (``Sec-Fetch-Site``, which no page can set, and
+    ``Origin``); Langflow accepts its login cookie, so a form on another site could otherwise
+    post with it. Clients that send neither (an API key, a script) are judged by their
+    credentials alone, as by Langflow.
+    """
+    site = headers.get("sec-fetch-site")
+    if site is not None:
+        return site in ("same-origin", "none")
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc == headers.get("host", url.netloc)  # the scheme a proxy ended is not compared
+
+
+def _when(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
