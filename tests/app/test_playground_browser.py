@@ -269,8 +269,8 @@ def test_the_readme_quick_start(make_run, page):
         for i in range(1, QUICK_START_MESSAGES + 1):
             chat(page, chat_log, f"hello {i}", f"OK: hello {i}")
         chat(page, chat_log, QUESTION, "From our conversation: PRJ-123, EU")  # the turn waits for the fold
-        step = opened_memory_step(page, QUICK_START_STEPS)  # "open it to see earlier_messages_summarized 20"
-        expect(step).to_contain_text(f"earlier_messages_summarized{QUICK_START_SUMMARIZED}")
+        step = opened_memory_step(page, QUICK_START_STEPS)  # "open it to read ..."
+        expect(step).to_contain_text(f"{QUICK_START_SUMMARIZED} earlier messages are summarized in")  # "read ..."
         expect(step).not_to_contain_text("PRJ-123")  # the stored answer: counts and a link, never the summary
         page.screenshot(path=SCREENSHOTS / "quick-start-2-session-memory-step.png")
 

@@ -140,4 +140,36 @@ async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_bef
     facts = step.tool_input
     assert facts["summaries_paused_until"] == (clock.now + timedelta(minutes=10)).isoformat()
     assert facts["pause_reason"] == "SummaryRejectedError: summary looks like an error text"
-    assert (facts["earlier_messages_summarized"], facts["summary_words"], step.output) == (0, 0, None)
+    assert (facts["earlier_messages_summarized"], facts["summary_words"]) == (0, 0)
+    assert step.output.splitlines()[0] == "Nothing is summarized yet."
+    assert step.output.splitlines()[-1] == (
+        "Summarizing is paused until 2026-01-02 00:10 UTC: SummaryRejectedError: summary looks like an error text."
+    )
+
+
+def test_the_step_says_what_the_turn_did_in_short_lines_the_playground_renders_as_markdown():
+    facts = {
+        "earlier_messages_summarized": 1240,
+        "folded_this_turn": 20,
+        "summary_words": 287,
+        "summary_page": "/api/v1/session_memory/765f1ac9-3a29-4c9d-823a-1fcc85fab86e/sessions/"
+        "765f1ac9-3a29-4c9d-823a-1fcc85fab86e/summary",
+        "messages_waiting": 45,
+        "waiting_tokens": 17000,
+        "left_out_because": "messages waiting over 16000 tokens",
+        "older_messages_quoted": 2,
+        "quoted_tokens": 180,
+        "calls_fitted_to_window": 1,
+        "history_left_out": 3,
+        "tool_results_clipped": 1,
+    }
+    text = kept_out(facts)
+    assert text.split("\n\n")[:4] == [
+        "**1240** earlier messages are summarized in 287 words, 20 of them this turn.",
+        "45 newer messages (17000 tokens) wait to be summarized; left out of this request: messages waiting over 16000 "
+        "tokens.",
+        "2 older messages the question refers to were quoted (180 tokens).",
+        "Fitted to the model's window: 3 history messages left out, 1 tool results clipped.",
+    ]
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert kept_out({"summary_page": SUMMARY_PAGE, "earlier_messages_summarized": 20}).startswith("**20** earlier")

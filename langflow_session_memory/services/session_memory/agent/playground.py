@@ -30,16 +30,53 @@ def summary_paths(flow_id, session_id: str, context_id: str) -> tuple[str, str]:
 
 
 def kept_out(facts: dict | None) -> str:
-    """What the stored step shows in place of the summary: a link to it (the path, where a step has none).
+    """What the stored step shows in place of the summary: what the turn did (:func:`described`), then a link to
+    the summary's page.
 
     A reference link, its address on a line of its own: the Playground renders a step's text
     output as Markdown only while no line passes 120 characters (else as a code block, where
     nothing is a link), and the Default Session's page is 113 characters long: the label is one character.
     """
     page = (facts or {}).get("summary_page")
-    if not page:
-        return f"{SUMMARY_KEPT_OUT}: GET the path in summary_api."
-    return f"{SUMMARY_KEPT_OUT}: [read it][1] (with your Langflow login).\n\n[1]: {page}"
+    link = f"{SUMMARY_KEPT_OUT}: [read it][1] (with your Langflow login).\n\n[1]: {page}"
+    return "\n\n".join([*described(facts or {}), link if page else f"{SUMMARY_KEPT_OUT}."])
+
+
+def described(facts: dict) -> list[str]:
+    """The step's counts as a flow builder reads them: what the summary covers, what this turn summarized, what
+    waits and why, what was quoted, a pause and its reason, what was fitted to the model's window; a short line
+    each, only for the counts there are (a step stored by an older version may lack some)."""
+    lines = []
+    summarized = facts.get("earlier_messages_summarized")
+    if summarized == 0:
+        lines.append("Nothing is summarized yet.")
+    elif summarized is not None:
+        line = f"**{summarized}** earlier messages are summarized in {facts.get('summary_words', 0)} words"
+        folded = facts.get("folded_this_turn")
+        lines.append(f"{line}, {folded} of them this turn." if folded else f"{line}.")
+    if waiting := facts.get("messages_waiting"):
+        line = f"{waiting} newer messages ({facts.get('waiting_tokens', 0)} tokens) wait to be summarized"
+        if why := facts.get("left_out_because"):
+            line = f"{line}; left out of this request: {why}"
+        elif why := facts.get("folded_early_because"):
+            line = f"{line}; summarized early: {why}"
+        lines.append(f"{line}.")
+    if facts.get("folds_after_this_answer"):
+        lines.append("The next messages are summarized after this answer.")
+    if quoted := facts.get("older_messages_quoted"):
+        lines.append(
+            f"{quoted} older messages the question refers to were quoted ({facts.get('quoted_tokens', 0)} tokens)."
+        )
+    if paused := facts.get("summaries_paused_until"):
+        lines.append(
+            f"Summarizing is paused until {str(paused)[:16].replace('T', ' ')} UTC: {facts.get('pause_reason')}."
+        )
+    if facts.get("calls_fitted_to_window"):
+        lines.append(
+            f"Fitted to the model's window: {facts.get('history_left_out', 0)} history messages left out, "
+            f"{facts.get('tool_results_clipped', 0)} tool results clipped."
+        )
+    return lines
 
 
 def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
@@ -48,12 +85,11 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
     state = history.state
     if state is None or not (history.summary or state.paused_until or history.excerpts):
         return None
-    row, page = summary_paths(flow_id, session_id, state.key.context_id)
+    _, page = summary_paths(flow_id, session_id, state.key.context_id)
     facts = {
         "earlier_messages_summarized": state.folded_count,
         "folded_this_turn": history.folded,
         "summary_words": len(history.summary.split()),
-        "summary_api": f"GET {row}",
         "summary_page": page,
     }
     if history.waiting is not None and history.waiting.messages:
@@ -69,10 +105,11 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
     if state.paused_until:
         facts["summaries_paused_until"] = state.paused_until.isoformat()
         facts["pause_reason"] = state.last_error
+    shown = [*described(facts), *([as_markdown(history.summary)] if history.summary else [])]
     return ToolContent(
         name=STEP_NAME,
         tool_input=facts,
-        output=as_markdown(history.summary) or None,
+        output="\n\n".join(shown) or None,
         header={"title": STEP_NAME, "icon": STEP_ICON},
     )
 
@@ -148,7 +185,7 @@ def _kept_out(blocks: list) -> tuple[list, str | None]:
     summary, copied = None, []
     for block in blocks or []:
         output = _field(block, "output")
-        if _is_step(block) and output and not output.startswith(SUMMARY_KEPT_OUT):
+        if _is_step(block) and output and output != kept_out(_field(block, "tool_input")):
             summary, block = output, _with(block, output=kept_out(_field(block, "tool_input")))
         elif _field(block, "contents"):
             inner, inner_summary = _kept_out(_field(block, "contents"))
