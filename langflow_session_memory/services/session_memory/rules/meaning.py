@@ -9,6 +9,7 @@ No I/O: the service reads the pool and the adapter (``embeddings``) embeds it.
 """
 
 import math
+import operator
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
@@ -30,8 +31,8 @@ def cosine(first: Sequence[float], second: Sequence[float]) -> float:
     """The cosine similarity of two vectors; 0 when either is all zeros or their lengths differ."""
     if len(first) != len(second):
         return 0.0
-    norm = math.sqrt(math.fsum(x * x for x in first)) * math.sqrt(math.fsum(y * y for y in second))
-    return math.fsum(x * y for x, y in zip(first, second, strict=True)) / norm if norm else 0.0
+    norm = math.sqrt(sum(map(operator.mul, first, first)) * sum(map(operator.mul, second, second)))
+    return sum(map(operator.mul, first, second)) / norm if norm else 0.0
 
 
 def standouts(
