@@ -287,7 +287,7 @@ def test_the_readme_quick_start(make_run, page):
         page.screenshot(path=SCREENSHOTS / "quick-start-3-summary.png")
         key = new_api_key(page, address.split("/flow/")[0])
 
-    assert "PRJ-123" in memory("memory-show", flow_id, make_run.database_url)
+    assert "the customer is GLOBEX" in memory("memory-show", flow_id, make_run.database_url)  # saved on the page
     row = f"{address.split('/flow/')[0]}/api/v1/session_memory/{flow_id}/sessions/{flow_id}"
     with httpx.Client(headers={"x-api-key": key}, timeout=30) as api:
         assert api.get(row).json()["summary"] == EDITED_SUMMARY  # saved from the page

@@ -51,21 +51,23 @@ def described(facts: dict) -> list[str]:
     if summarized == 0:
         lines.append("Nothing is summarized yet.")
     elif summarized is not None:
-        line = f"**{summarized}** earlier messages are summarized in {facts.get('summary_words', 0)} words"
+        line = f"**{summarized}** earlier {_messages(summarized)} summarized in {facts.get('summary_words', 0)} words"
         folded = facts.get("folded_this_turn")
         lines.append(f"{line}, {folded} of them this turn." if folded else f"{line}.")
     if waiting := facts.get("messages_waiting"):
-        line = f"{waiting} newer messages ({facts.get('waiting_tokens', 0)} tokens) wait to be summarized"
+        noun, verb = _messages(waiting).split()
+        lines.append(
+            f"{waiting} newer {noun} ({facts.get('waiting_tokens', 0)} tokens) {verb} waiting to be summarized."
+        )
         if why := facts.get("left_out_because"):
-            line = f"{line}; left out of this request: {why}"
+            lines.append(f"Left out of this request: {why}.")
         elif why := facts.get("folded_early_because"):
-            line = f"{line}; summarized early: {why}"
-        lines.append(f"{line}.")
+            lines.append(f"Summarized early: {why}.")
     if facts.get("folds_after_this_answer"):
         lines.append("The next messages are summarized after this answer.")
     if quoted := facts.get("older_messages_quoted"):
         lines.append(
-            f"{quoted} older messages the question refers to were quoted ({facts.get('quoted_tokens', 0)} tokens)."
+            f"{quoted} older {_messages(quoted)} quoted for the question ({facts.get('quoted_tokens', 0)} tokens)."
         )
     if paused := facts.get("summaries_paused_until"):
         lines.append(
@@ -77,6 +79,10 @@ def described(facts: dict) -> list[str]:
             f"{facts.get('tool_results_clipped', 0)} tool results clipped."
         )
     return lines
+
+
+def _messages(count) -> str:
+    return "message is" if count == 1 else "messages are"
 
 
 def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
