@@ -214,7 +214,7 @@ async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypat
     reads = []
     monkeypatch.setattr(guard, "memory_turn", lambda component: reads.append(component) or Turn(key, 10, None))
 
-    async def history(service, turn):
+    async def history(_turn, _llm, _embedder):
         return History(messages=[], fold_due=True)
 
     folds = []
