@@ -93,7 +93,7 @@ model-server: install
 	@echo "bundled model server on http://$(MODEL_HOST):$(MODEL_PORT)/v1 (Ctrl-C stops it); in another terminal:"
 	@echo "  OPENAI_API_KEY=sk-local OPENAI_BASE_URL=http://$(MODEL_HOST):$(MODEL_PORT)/v1 make run"
 	@echo "  (Claude models too: ANTHROPIC_API_KEY=sk-ant-local ANTHROPIC_API_URL=http://$(MODEL_HOST):$(MODEL_PORT))"
-	@$(BIN)/python -m langflow_session_memory.testing.fake_openai --host $(MODEL_HOST) --port $(MODEL_PORT)
+	@$(BIN)/python -m langflow_session_memory.bundled_server.fake_openai --host $(MODEL_HOST) --port $(MODEL_PORT)
 
 # A session's notes on the database `make run` uses: FLOW is the id in the flow's URL; SESSION defaults
 # to it, which is the Playground's "Default Session". CONTEXT narrows to one Agent Context ID.

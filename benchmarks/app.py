@@ -16,7 +16,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from benchmarks.inprocess import LogTail
-from langflow_session_memory.testing.langflow_env import import_langflow_main, langflow_environment
+from langflow_session_memory.bundled_server.langflow_env import import_langflow_main, langflow_environment
 
 STARTER_FLOW = ("initial_setup", "starter_projects", "Simple Agent.json")
 SETTLE_TIMEOUT_S = 600  # three batches of a slow local model's folds
@@ -101,7 +101,7 @@ class LangflowApp:
         """
         import asyncio
 
-        from langflow_session_memory.testing.folds import settle_folds
+        from langflow_session_memory.services.session_memory.folding.background import settle_folds
 
         self.http.portal.call(lambda: asyncio.wait_for(settle_folds(), SETTLE_TIMEOUT_S))
 

@@ -2,7 +2,7 @@
 
 Issue 21, item 4: options that might go past what the switch saves, measured before (and after) they are built.
 Each option rewrites the requests the bundled server received for one configuration (``benchmarks.eval`` keeps
-them, in order, with their times) and serves them through ``testing/prompt_cache``, as the provider would.
+them, in order, with their times) and serves them through ``bundled_server/prompt_cache``, as the provider would.
 
 OpenAI (the requests as the OpenAI route received them; OpenAI's automatic caching):
 
@@ -31,12 +31,9 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 
-from langflow_session_memory.services.session_memory.agent.prompt_caching import CACHE_CONTROL
-from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
-from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
-from langflow_session_memory.testing.fake_anthropic import blocks_of, cache_blocks
-from langflow_session_memory.testing.fake_openai import content_text, serialized_prompt
-from langflow_session_memory.testing.prompt_cache import (
+from langflow_session_memory.bundled_server.fake_anthropic import blocks_of, cache_blocks
+from langflow_session_memory.bundled_server.fake_openai import content_text, serialized_prompt
+from langflow_session_memory.bundled_server.prompt_cache import (
     RATES,
     InputTokens,
     PromptCache,
@@ -45,6 +42,9 @@ from langflow_session_memory.testing.prompt_cache import (
     billed_input,
     openai_request,
 )
+from langflow_session_memory.services.session_memory.agent.prompt_caching import CACHE_CONTROL
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
+from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
 
 SUMMARY_OPENING = SUMMARY_FRAME.split("{summary}", 1)[0]  # how the summary's message starts
 

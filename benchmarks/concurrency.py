@@ -36,8 +36,8 @@ from benchmarks.inprocess import (
     Runtime,
     run_with_langflow,
 )
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
-from langflow_session_memory.testing.fake_openai import FakeModelConfig
 
 START_TIMEOUT_S = 300
 PHASE_TIMEOUT_S = 1200

@@ -31,13 +31,13 @@ from pathlib import Path
 from benchmarks import conversation
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.inprocess import FOLD_EVENT
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
-from langflow_session_memory.testing.fake_openai import (
+from langflow_session_memory.bundled_server.fake_openai import (
     FakeModelConfig,
     RunningServer,
     estimate_prompt_tokens,
     run_in_thread,
 )
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 
 FILLER_TURNS = 60
 FOLD_BATCH = DEFAULT_POLICY.batch_size
@@ -144,7 +144,7 @@ def document(rows: list[DemoRow], *, model: str, real_model: bool, seconds: floa
         f"the real OpenAI model `{model}`; tokens are the usage Langflow stored on the Agent's last message "
         "(`message.properties.usage`), which includes a fold made in that turn"
         if real_model
-        else "the bundled deterministic model server (`langflow_session_memory/testing/fake_openai.py`), which "
+        else "the bundled deterministic model server (`langflow_session_memory/bundled_server/fake_openai.py`), which "
         "answers a recall question only with facts present in the request; tokens are its count of the last "
         "turn's chat request (`ceil(chars/4) + 4` per message), fold calls excluded"
     )

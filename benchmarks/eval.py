@@ -15,7 +15,7 @@ Older Messages on at N=10 with ``search_older_messages`` off (the summary alone)
 By default the model is the bundled deterministic server, so the run measures what reaches
 the model: it answers only from facts in the request, and searches when it finds none. It
 also reports the cached prompt tokens OpenAI's documented caching would give each request
-(``langflow_session_memory/testing/prompt_cache.py``), from which the input is billed at
+(``langflow_session_memory/bundled_server/prompt_cache.py``), from which the input is billed at
 gpt-4o's, gpt-4.1's and gpt-5's cached-input rates; every configuration starts with an empty
 cache. The stock Agent and the switch on with search then run again on Langflow's Anthropic
 provider, against the same server's Messages API, which caches by Anthropic's rules at the
@@ -45,14 +45,14 @@ from benchmarks import cache_options, conversation
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.demo import agent_inputs
 from benchmarks.inprocess import FOLD_EVENT
-from langflow_session_memory.testing.fake_openai import (
+from langflow_session_memory.bundled_server.fake_openai import (
     SEARCH_TOOL,
     FakeModelConfig,
     RunningServer,
     estimate_prompt_tokens,
     run_in_thread,
 )
-from langflow_session_memory.testing.prompt_cache import RATES, InputTokens, billed_input
+from langflow_session_memory.bundled_server.prompt_cache import RATES, InputTokens, billed_input
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 REPORT = "eval.md"
@@ -445,7 +445,7 @@ def cache_notes(results: list[Result]) -> str:
     filled = stock.configuration.n_messages // 2  # turns until the stock Agent's window is full and slides
     return (
         "Cached tokens are the bundled server's `usage.prompt_tokens_details.cached_tokens`, which follows OpenAI's "
-        "documented automatic caching (`langflow_session_memory/testing/prompt_cache.py`, sources in its "
+        "documented automatic caching (`langflow_session_memory/bundled_server/prompt_cache.py`, sources in its "
         "docstring): the longest prefix shared with an earlier request used within the last 5 minutes, from 1,024 "
         "tokens in 128-token steps, the model and the tool definitions first. Tool definitions count as served "
         "from cache when their request had a hit (they come first in its prefix). Each configuration starts with "
@@ -540,7 +540,7 @@ def document(results: list[Result], *, size: Size, seconds: float, anthropic: li
     """docs/eval.md for a run on the bundled server (a real model's run writes only its own section)."""
     turns, questions = script(size)
     source = (
-        "the bundled deterministic server (`langflow_session_memory/testing/fake_openai.py`), so this run "
+        "the bundled deterministic server (`langflow_session_memory/bundled_server/fake_openai.py`), so this run "
         "measures **what reaches the model**, not how well a model reasons: a recall question is answered with the "
         "facts of the newest sentence in the request that holds all its key words; when there is none and the "
         "request offers `search_earlier_messages`, it searches with the key words and answers from the result. "
@@ -621,8 +621,8 @@ OPTIONS_NOTE = (
 )
 ANTHROPIC_NOTE = (
     f"The stock Agent and the switch on with search, on Langflow's Anthropic provider (`{ANTHROPIC_MODEL}`), "
-    "against the bundled server's Messages API (`langflow_session_memory/testing/fake_anthropic.py`): it answers "
-    "by the same rules, caches by Anthropic's documented rules (only at the breakpoints a request marks with "
+    "against the bundled server's Messages API (`langflow_session_memory/bundled_server/fake_anthropic.py`): it "
+    "answers by the same rules, caches by Anthropic's documented rules (only at the breakpoints a request marks with "
     "`cache_control`, at most 4; prefixes from the model's 1,024-token minimum; a 20-block lookback; 5 minutes "
     "after the last use) and reports `cache_read_input_tokens` and `cache_creation_input_tokens` as Anthropic does. "
     "Langflow's stock Agent marks no breakpoint, so nothing is cached and every token is billed in full; with the "

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, RunningServer, run_in_thread
-from langflow_session_memory.testing.langflow_env import langflow_environment
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, RunningServer, run_in_thread
+from langflow_session_memory.bundled_server.langflow_env import langflow_environment
 
 MODEL = "gpt-4o-mini"
 FOLD_EVENT = "session_summary_fold"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from benchmarks import conversation
 from benchmarks.history import p95
 from benchmarks.inprocess import FOLD_EVENT, AgentConfig, GraphAgent, Runtime, run_with_langflow
-from langflow_session_memory.testing.fake_openai import FakeModelConfig
-from langflow_session_memory.testing.folds import settle_folds
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig
+from langflow_session_memory.services.session_memory.folding.background import settle_folds
 
 N_MESSAGES = 10
 

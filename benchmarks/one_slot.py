@@ -34,9 +34,9 @@ from lfx.io import Output, StrInput
 
 from benchmarks.history import p95
 from benchmarks.inprocess import FOLD_EVENT, PROBLEM_EVENTS, AgentConfig, GraphAgent, Runtime, run_with_langflow
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
+from langflow_session_memory.services.session_memory.folding.background import settle_folds
 from langflow_session_memory.services.session_memory.settings import WAIT_FOR_FOLDS_VARIABLE
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
-from langflow_session_memory.testing.folds import settle_folds
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 REPORT = "one-slot.md"

@@ -20,7 +20,7 @@ from benchmarks.conversation import recalled
 from benchmarks.history import GAP, HistoryTiming
 from benchmarks.latency import LatencySeries
 from benchmarks.tokens import TokenSeries
-from langflow_session_memory.testing.prompt_cache import RATES, InputTokens, billed_input
+from langflow_session_memory.bundled_server.prompt_cache import RATES, InputTokens, billed_input
 
 HISTORY_TARGET = 1.2
 BILLED_RATES = ("gpt-4o", "gpt-4.1", "gpt-5")
@@ -167,9 +167,9 @@ def tokens_section(results: BenchResults) -> list[str]:
         f"{memory_series.seconds_per_turn:.2f} (switch on), the two sessions running side by side.",
         "",
         "Billed input, from the tokens the bundled server reported served from its prompt cache (OpenAI's "
-        "documented caching, `langflow_session_memory/testing/prompt_cache.py`: the longest prefix of an earlier "
-        "request used within 5 minutes, from 1,024 tokens in 128-token steps; each session starts with an empty "
-        "cache), in uncached-token equivalents: uncached tokens + rate x cached tokens, the rate being the "
+        "documented caching, `langflow_session_memory/bundled_server/prompt_cache.py`: the longest prefix of an "
+        "earlier request used within 5 minutes, from 1,024 tokens in 128-token steps; each session starts with an "
+        "empty cache), in uncached-token equivalents: uncached tokens + rate x cached tokens, the rate being the "
         "cached-input price over the input price (gpt-4o 0.5, gpt-4.1 0.25, gpt-5 0.1).",
         "",
         *cache_rows,
@@ -401,7 +401,7 @@ def render(results: BenchResults, total_seconds: float) -> str:
         "measured in the same run.",
         "",
         "**Path.** Real Langflow and the real component throughout, against the bundled deterministic model "
-        "server (`langflow_session_memory/testing/fake_openai.py`). "
+        "server (`langflow_session_memory/bundled_server/fake_openai.py`). "
         f"(a) runs {_path_name(results.tokens[0].path) if results.tokens else 'through the full app'}: one app turn "
         "measured about 0.25 s against about 0.2 s as a `Graph`, so the two 1,000-turn sessions fit the budget "
         "when they run side by side, one app per process. (c) and (d) run Chat Input -> Agent -> Chat Output as a "

@@ -24,7 +24,7 @@ from pathlib import Path
 from benchmarks import concurrency, history, latency, report, session_delete, tokens
 from benchmarks.databases import postgres_database
 from benchmarks.inprocess import Runtime, run_with_langflow
-from langflow_session_memory.testing.fake_openai import FakeModelConfig
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig
 
 PARTS = ("tokens", "history", "latency", "concurrency", "cleanup")
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -29,7 +29,7 @@ from benchmarks.inprocess import (
     run_with_langflow,
     state_row,
 )
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, RunningServer, run_in_thread
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, RunningServer, run_in_thread
 
 STOCK = AgentConfig(label="stock Agent, N=100", n_messages=100)
 MEMORY = AgentConfig(label="switch on, N=10", n_messages=10, summarize=True)

@@ -1,7 +1,7 @@
 """``make run``: Langflow with this extension, and the bundled model server when no model key is set.
 
 One command from a fresh clone to a chat that remembers. Without ``OPENAI_API_KEY`` and
-``ANTHROPIC_API_KEY`` the bundled deterministic server (``testing/fake_openai``) starts as a
+``ANTHROPIC_API_KEY`` the bundled deterministic server (``bundled_server/fake_openai``) starts as a
 child process on 127.0.0.2 (inside a container Langflow rewrites 127.0.0.1), Langflow's OpenAI
 and Anthropic providers are pointed at it, and it stops when Langflow stops. With a key set
 Langflow talks to the real provider and nothing else starts. Once Langflow answers, the
@@ -23,8 +23,8 @@ from collections.abc import Mapping
 
 import httpx
 
+from langflow_session_memory.bundled_server.langflow_env import model_providers_environment
 from langflow_session_memory.starter_flow_link import NoStarterFlow, starter_flow_url
-from langflow_session_memory.testing.langflow_env import model_providers_environment
 
 MODEL_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 # After each of the bundled server's answers: it is no model, and a person trying it should know (no upper-case word or
@@ -105,7 +105,7 @@ def start_model_server(host: str, port: int) -> tuple[subprocess.Popen, str]:
     """The bundled server as a child process, once it answers; returns it and its OpenAI base URL."""
     base_url = f"http://{host}:{port}/v1"
     command = [
-        *(sys.executable, "-m", "langflow_session_memory.testing.fake_openai"),
+        *(sys.executable, "-m", "langflow_session_memory.bundled_server.fake_openai"),
         *("--host", host, "--port", str(port), "--answer-note", ANSWER_NOTE),
     ]
     server = subprocess.Popen(command)

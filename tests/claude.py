@@ -1,4 +1,4 @@
-"""Claude through langchain-anthropic against the bundled server's Messages API (``testing/fake_anthropic``)."""
+"""Claude through langchain-anthropic against the bundled server's Messages API (``bundled_server/fake_anthropic``)."""
 
 from langchain_anthropic import ChatAnthropic
 from langchain_core.tools import tool

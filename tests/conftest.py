@@ -8,7 +8,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
 from tests.databases import BACKENDS, fresh_database, langflow_schema_database
 
 # The real-model tier runs only where a real model is served (``make test-real`` sets this).

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
 
 MARKER = "DEBUG-LOG-MARKER-8812"
 QUIET = "aiosqlite=INFO,openai=INFO"

@@ -8,7 +8,7 @@ unless the test declares it with ``@pytest.mark.expect_log("event", ...)``.
 
 import pytest
 
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
 from tests.app.langflow_app import FAILURE_EVENTS, LangflowLog, failure_lines, shared_log_file, shown
 from tests.app.langflow_client import LangflowClient, SharedApps
 

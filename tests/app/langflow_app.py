@@ -17,7 +17,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine
 
-from langflow_session_memory.testing.langflow_env import import_langflow_main, langflow_environment
+from langflow_session_memory.bundled_server.langflow_env import import_langflow_main, langflow_environment
 
 # Our events that mean the memory path did not do its job: the Agent fell back to the stock
 # history, the start-up migration failed, a cleanup statement was rolled back, the

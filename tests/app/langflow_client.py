@@ -19,8 +19,8 @@ from sqlalchemy import Column, Connection, Integer, MetaData, Table, Text, Uuid,
 from sqlmodel.sql.sqltypes import UTCDateTime
 
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.folding.background import settle_folds
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
-from langflow_session_memory.testing.folds import settle_folds
 from tests.app.langflow_app import (
     MIGRATED_EVENT,
     LangflowLog,

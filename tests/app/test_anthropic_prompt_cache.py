@@ -3,7 +3,7 @@ reads the previous one from the provider's cache; with it off, the stock Agent's
 
 Langflow's Anthropic provider (langchain-anthropic) talks to the bundled server's Messages API, which refuses
 a request as Anthropic does (more than 4 breakpoints included) and reports what it read from its cache and
-wrote to it (``testing/fake_anthropic``).
+wrote to it (``bundled_server/fake_anthropic``).
 """
 
 import re
@@ -12,8 +12,8 @@ from itertools import pairwise
 
 import pytest
 
-from langflow_session_memory.testing.fake_anthropic import breakpoints_marked
-from langflow_session_memory.testing.prompt_cache import anthropic_minimum_tokens
+from langflow_session_memory.bundled_server.fake_anthropic import breakpoints_marked
+from langflow_session_memory.bundled_server.prompt_cache import anthropic_minimum_tokens
 from tests.app.langflow_client import BATCH, CLAUDE
 from tests.app.test_search_earlier_messages import LOCKER_FACT, QUESTION, switched_on
 from tests.app.test_session_memory_agent import FACT, talk

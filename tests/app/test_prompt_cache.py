@@ -4,7 +4,7 @@ Between two folds, each turn's first chat request starts with the previous turn'
 byte: tools, system prompt, summary, acknowledgement, the unfolded messages and the previous
 input; a search inside a turn only appends to that turn's request. A fold changes the
 request only from the summary on. The bundled server reports what its prompt cache served
-(``testing/prompt_cache``), as OpenAI does, and the turn reports it.
+(``bundled_server/prompt_cache``), as OpenAI does, and the turn reports it.
 """
 
 import json

@@ -12,8 +12,8 @@ from benchmarks.cache_options import (
     option_ratios,
     without_breakpoints,
 )
+from langflow_session_memory.bundled_server.fake_anthropic import breakpoints_marked
 from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
-from langflow_session_memory.testing.fake_anthropic import breakpoints_marked
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant. " * 200}  # about 1,500 tokens
 SUMMARY = {"role": "user", "content": SUMMARY_OPENING + "Key facts:\n- PRJ-123\nConversation so far:\n- greetings"}

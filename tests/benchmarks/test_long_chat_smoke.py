@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
 
 pytestmark = [pytest.mark.app, pytest.mark.xdist_group("long-chat-smoke")]
 

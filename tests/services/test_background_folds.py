@@ -4,13 +4,16 @@ import asyncio
 from dataclasses import replace
 from datetime import timedelta
 
-from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
+from langflow_session_memory.services.session_memory.folding.background import (
+    BackgroundFolds,
+    running_folds,
+    settle_folds,
+)
 from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from langflow_session_memory.services.session_memory.storage import store
-from langflow_session_memory.testing.folds import running_folds, settle_folds
 from tests.chat import ScriptedChatModel
 from tests.services.test_service import BATCH, WINDOW, delete_state_rows, row, seed, texts
 

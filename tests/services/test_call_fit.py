@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
 from langflow_session_memory.services.session_memory.agent.call_fit_middleware import CallFitMiddleware
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, summary_text
@@ -24,7 +25,6 @@ from langflow_session_memory.services.session_memory.rules.call_fit import (
     water_level,
 )
 from langflow_session_memory.services.session_memory.rules.context_size import ContextTooLongError, window_named_in
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
 from tests.services.test_overflow_signals import OVERFLOW_TEXTS
 from tests.services.token_samples import url_page_table
 

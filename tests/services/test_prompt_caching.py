@@ -12,6 +12,7 @@ from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 
+from langflow_session_memory.bundled_server.fake_anthropic import breakpoints_marked, cache_blocks
 from langflow_session_memory.services.session_memory.agent.prompt_caching import (
     CACHE_CONTROL,
     MAX_BREAKPOINTS,
@@ -20,7 +21,6 @@ from langflow_session_memory.services.session_memory.agent.prompt_caching import
     cache_breakpoints,
 )
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, summary_text
-from langflow_session_memory.testing.fake_anthropic import breakpoints_marked, cache_blocks
 from tests.claude import SONNET, claude, search_earlier_messages
 
 SUMMARY = summary_text("Key facts:\n- The project is PRJ-123 on the EU cluster.\nConversation so far:\n- greetings")

@@ -2,7 +2,7 @@
 
 OpenAI and Gemini cache a repeated prompt prefix by themselves. Anthropic caches only where a request
 asks (``cache_control``), at most 4 places a request ("breakpoints"), and bills what it writes at 1.25x
-the input price and what it reads at 0.1x (rules and sources in ``testing/prompt_cache.py``). With the
+the input price and what it reads at 0.1x (rules and sources in ``bundled_server/prompt_cache.py``). With the
 switch on, a session's requests keep their prefix from one turn to the next until a fold
 (docs/design.md, "The prompt-cache contract"), so marking it pays:
 

@@ -91,3 +91,15 @@ class BackgroundFolds:
         if tasks:
             _done, stuck = await asyncio.wait(tasks, timeout=grace_seconds)
             await logger.ainfo(f"session_summary_background_stopped cancelled={len(tasks)} stuck={len(stuck)}")
+
+
+def running_folds() -> list[asyncio.Task]:
+    """The folds after answers still running on the current event loop."""
+    return [task for task in asyncio.all_tasks() if task.get_name() == FOLD_TASK_NAME and not task.done()]
+
+
+async def settle_folds() -> None:
+    """Wait until no fold after an answer runs on the current event loop, including folds started meanwhile: what
+    the tests, the demo and the benchmarks wait for before they read a figure or send a script's next turn."""
+    while tasks := running_folds():
+        await asyncio.wait(tasks)

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lfx.base.models.anthropic_constants import ANTHROPIC_MODELS_DETAILED
 
-from langflow_session_memory.testing.prompt_cache import (
+from langflow_session_memory.bundled_server.prompt_cache import (
     ANTHROPIC_MINIMUM_TOKENS,
     RATES,
     Block,

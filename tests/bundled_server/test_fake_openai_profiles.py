@@ -15,13 +15,13 @@ import threading
 import httpx
 import pytest
 
-from langflow_session_memory.services.session_memory.summary.prompt import ChatLine, fold_request
-from langflow_session_memory.testing.fake_openai import (
+from langflow_session_memory.bundled_server.fake_openai import (
     PIECE_FRAMING_TOKENS,
     FakeModelConfig,
     count_pieces,
     run_in_thread,
 )
+from langflow_session_memory.services.session_memory.summary.prompt import ChatLine, fold_request
 
 
 def as_openai(request: list) -> list[dict]:

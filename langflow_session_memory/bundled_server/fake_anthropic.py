@@ -35,7 +35,7 @@ import math
 import re
 from typing import Any
 
-from langflow_session_memory.testing.prompt_cache import ANTHROPIC_MAX_BREAKPOINTS, Block, InputTokens
+from langflow_session_memory.bundled_server.prompt_cache import ANTHROPIC_MAX_BREAKPOINTS, Block, InputTokens
 
 ANTHROPIC_MESSAGES = "https://platform.claude.com/docs/en/api/messages"
 ROLES = ("user", "assistant")

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_openai import ChatOpenAI
 
-from langflow_session_memory.testing.fake_openai import (
+from langflow_session_memory.bundled_server.fake_openai import (
     FakeModelConfig,
     estimate_prompt_tokens,
     run_in_thread,

@@ -113,8 +113,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from langflow_session_memory.testing import fake_anthropic
-from langflow_session_memory.testing.prompt_cache import (
+from langflow_session_memory.bundled_server import fake_anthropic
+from langflow_session_memory.bundled_server.prompt_cache import (
     OPENAI_TTL_S,
     PromptCache,
     anthropic_minimum_tokens,

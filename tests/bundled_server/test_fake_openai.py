@@ -7,8 +7,8 @@ import openai
 import pytest
 from langchain_openai import ChatOpenAI
 
+from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
 from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
-from langflow_session_memory.testing.fake_openai import FakeModelConfig, run_in_thread
 
 
 def chat(server, messages, **extra) -> httpx.Response:

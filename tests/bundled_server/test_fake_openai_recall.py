@@ -8,7 +8,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from langflow_session_memory.testing.fake_openai import (
+from langflow_session_memory.bundled_server.fake_openai import (
     SEARCH_TOOL,
     Reply,
     chat_reply,

@@ -8,7 +8,7 @@ import sys
 PROBE = """
 import signal
 started = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-from langflow_session_memory.testing.langflow_env import import_langflow_main
+from langflow_session_memory.bundled_server.langflow_env import import_langflow_main
 import_langflow_main()
 import langflow.__main__
 print(signal.getsignal(signal.SIGTERM) is started[0], signal.getsignal(signal.SIGINT) is started[1])
