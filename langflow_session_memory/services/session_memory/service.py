@@ -20,7 +20,7 @@ from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 from lfx.schema.message import Message
 
-from langflow_session_memory.services.session_memory.embeddings import MessageVectors, of_query
+from langflow_session_memory.services.session_memory.embeddings import EMBEDDED_CHARACTERS, MessageVectors, of_query
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
 from langflow_session_memory.services.session_memory.reasons import describe
@@ -212,7 +212,7 @@ class SessionMemoryService:
                 )
                 pool = (
                     await messages.older_than(
-                        session, turn.key, before=before, limit=MEANING_POOL, read_characters=EXCERPT_READ_CHARACTERS
+                        session, turn.key, before=before, limit=MEANING_POOL, read_characters=EMBEDDED_CHARACTERS
                     )
                     if embedder is not None
                     else []
