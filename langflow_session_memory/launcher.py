@@ -140,11 +140,12 @@ def run(host: str, port: int, model_host: str, model_port: int) -> int:
         langflow = subprocess.Popen(command, env=environment)
         address = f"http://{reachable_host(host)}:{port}"
         wait_until_answers(f"{address}/health", langflow, "Langflow")
-        say(f"Langflow answers on {address} ({time.monotonic() - started:.0f} s)")
-        try:
-            say(f"open the starter flow: {starter_flow_url(address)}")
+        try:  # the one address, the last line of the start-up: after Langflow's banner, which /health precedes
+            flow_url = starter_flow_url(address)
         except (NoStarterFlow, httpx.HTTPError) as reason:
             say(f"no starter flow to open ({reason}); in {address}: Templates, search 'session', Session Memory Chat")
+        else:
+            say(f"open the starter flow: {flow_url} (Langflow started in {time.monotonic() - started:.0f} s)")
         return langflow.wait()
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not leave the model server running

@@ -255,6 +255,9 @@ def test_the_readme_quick_start(make_run, page):
     """`make run`, its address, the chat, the step and its link to the summary; the summary from a terminal; Ctrl-C."""
     address, flow_id = make_run.starter_flow()
     assert f"the bundled model server answers on http://127.0.0.2:{make_run.model_port}/v1" in make_run.printed()
+    ours = [line for line in make_run.printed().splitlines() if line.startswith("[make run]")]
+    assert len(ours) == 3  # the model server, its providers, and the one address (issue 40, item 5)
+    assert ours[-1].startswith(f"[make run] open the starter flow: {address} (Langflow started in ")
     with whole_page_saved_on_failure(page, "quick-start"):
         page.goto(address)  # "Open that address."
         agent = agent_on_canvas(page)
