@@ -6,7 +6,10 @@ the service are the real ones. What a real model finds is measured by ``make eva
 """
 
 from langchain_core.embeddings import Embeddings
+from langchain_ollama import OllamaEmbeddings
+from lfx.base.embeddings.embeddings_class import EmbeddingsWithModels
 
+from langflow_session_memory.services.session_memory.embeddings import model_key
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import WINDOW
@@ -112,3 +115,11 @@ async def test_a_failing_embedding_model_leaves_the_word_excerpts_and_is_logged(
     assert [excerpt.text for excerpt in history.excerpts] == [FACT]  # found by its word
     [failure] = [log for log in captured_logs if log["event"].startswith("session_memory_excerpts_failed")]
     assert failure["event"] == "session_memory_excerpts_failed where=embedding_model reason=ConnectionRefusedError"
+
+
+def test_each_embedding_model_has_its_own_vectors_inside_langflows_wrapper():
+    def wrapped(name: str) -> EmbeddingsWithModels:
+        return EmbeddingsWithModels(OllamaEmbeddings(model=name, base_url="http://127.0.0.2:11434"))
+
+    assert model_key(wrapped("all-minilm")) != model_key(wrapped("nomic-embed-text"))
+    assert model_key(wrapped("all-minilm")) == model_key(wrapped("all-minilm"))

@@ -24,7 +24,11 @@ TIMEOUT_SECONDS = 30.0
 
 
 def model_key(model: Embeddings) -> str:
-    """What names an embedding model across turns: its class, model name and endpoint."""
+    """What names an embedding model across turns: its class, model name and endpoint; of the instance inside
+    Langflow's wrapper (``EmbeddingsWithModels.embeddings``), whose own class names no model."""
+    inner = getattr(model, "embeddings", None)
+    if isinstance(inner, Embeddings):
+        model = inner
     name = next(
         (getattr(model, field) for field in ("model", "model_name", "model_id") if getattr(model, field, None)), ""
     )
