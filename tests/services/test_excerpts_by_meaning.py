@@ -123,3 +123,19 @@ def test_each_embedding_model_has_its_own_vectors_inside_langflows_wrapper():
 
     assert model_key(wrapped("all-minilm")) != model_key(wrapped("nomic-embed-text"))
     assert model_key(wrapped("all-minilm")) == model_key(wrapped("all-minilm"))
+
+
+class NotVectors(ConceptEmbeddings):
+    """A model whose answers are not vectors (a misconfigured endpoint answering something else)."""
+
+    def embed_documents(self, texts: list[str]) -> list:
+        return [["not", "a", "number"] for _ in texts]
+
+
+async def test_answers_that_are_not_vectors_leave_the_word_excerpts(service, sessions, key, captured_logs):
+    rows = await session_with_an_old_fact(sessions, key)
+    history = await service.build_history(
+        turn_for(key, rows, "What did I say about cello?"), ScriptedChatModel(), NotVectors()
+    )
+    assert [excerpt.text for excerpt in history.excerpts] == [FACT]
+    assert any(log["event"].startswith("session_memory_excerpts_failed where=embedding_model") for log in captured_logs)

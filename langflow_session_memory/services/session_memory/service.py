@@ -237,12 +237,12 @@ class SessionMemoryService:
         try:
             vectors = await self.vectors.of_messages(embedder, [(row.message_id, row.text) for row in pool])
             query = await of_query(embedder, question)
+            # 500 cosines of 1,536 floats take about 0.1 s of CPU: in a thread, so the event loop serves other turns.
+            found = await asyncio.to_thread(meaning.standouts, query, vectors)
         except Exception as error:  # noqa: BLE001 - meaning only adds to the words' excerpts; logged, the turn goes on
             await logger.aerror(f"session_memory_excerpts_failed where=embedding_model reason={describe(error)}")
             return []
         rows = {row.message_id: row for row in pool}
-        # 500 cosines of 1,536 floats take about 0.1 s of CPU: in a thread, so the event loop serves other turns.
-        found = await asyncio.to_thread(meaning.standouts, query, vectors)
         return [(rows[message_id], standing) for message_id, standing in found]
 
     async def _read(self, turn: Turn) -> Reading:
