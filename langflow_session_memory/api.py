@@ -187,19 +187,29 @@ async def change_summary_from_the_page(
     _require_same_origin(request)
     row = await _row(session, flow_id, user, session_id, context_id)
     form = await request.form()
-    key = SessionKey(flow_id=row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id)
     if form.get("action") == "reset":
-        await store.reset(session, flow_id, owner_id=user.id, session_id=session_id, context_id=context_id)
-        await session.commit()
+        await _reset(session, row)
         return HTMLResponse(summary_page.reset_page(session_id), headers=summary_page.HEADERS)
     draft = str(form.get("summary") or "").replace("\r\n", "\n")  # a form sends a text box's lines as CRLF
     try:
         summary = validation.validate_edited_summary(draft)
     except validation.SummaryRejectedError as error:
         return _page(row, error=str(error), draft=draft, status_code=422)
+    await _save(session, row, summary)
+    return _back_to_the_page(request, summary_page.SAVED)
+
+
+async def _save(session: AsyncSession, row: SessionMemoryState, summary: str) -> None:
+    """Replace ``row``'s summary with a checked one, as a PUT or the page's form does."""
+    key = SessionKey(flow_id=row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id)
     await store.replace_summary(session, key, summary)
     await session.commit()
-    return _back_to_the_page(request, summary_page.SAVED)
+
+
+async def _reset(session: AsyncSession, row: SessionMemoryState) -> None:
+    """Delete ``row``: the next turn folds its session again from its start."""
+    await store.reset(session, row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id)
+    await session.commit()
 
 
 def _require_same_origin(request: Request) -> None:
@@ -262,9 +272,7 @@ async def edit_session(
         summary = validation.validate_edited_summary(edit.summary)
     except validation.SummaryRejectedError as error:
         raise HTTPException(status_code=422, detail=str(error)) from None
-    key = SessionKey(flow_id=row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id)
-    await store.replace_summary(session, key, summary)
-    await session.commit()
+    await _save(session, row, summary)
     return _memory(await _row(session, flow_id, user, session_id, context_id))
 
 
@@ -280,7 +288,5 @@ async def reset_session(
     """Forget the summary: the next turn folds the session again from its start. Refused (403) when a browser sent
     it from another site."""
     _require_same_origin(request)
-    await _row(session, flow_id, user, session_id, context_id)
-    await store.reset(session, flow_id, owner_id=user.id, session_id=session_id, context_id=context_id)
-    await session.commit()
+    await _reset(session, await _row(session, flow_id, user, session_id, context_id))
     return Response(status_code=204)
