@@ -66,7 +66,7 @@ async def test_a_message_whose_summary_is_always_refused_never_stalls_the_sessio
     assert rows[3].text not in skipped[0]  # counts and reasons, never text
 
 
-async def test_a_400_message_backlog_on_a_one_slot_server_folds_in_bounded_turns_one_fold_at_a_time(
+async def test_a_400_message_backlog_on_a_one_slot_server_folds_after_answers_one_fold_at_a_time(
     service, sessions, key
 ):
     await seed(sessions, key, 400 + WINDOW)
@@ -74,15 +74,24 @@ async def test_a_400_message_backlog_on_a_one_slot_server_folds_in_bounded_turns
     turns = 0
     while (state := await row(sessions, key)) is None or state.folded_count < 400:
         turns += 1
-        # Two batches a turn (one in it, one after it) while the backlog lasts, one a turn for the last two.
-        assert turns <= 400 // BATCH // 2 + 3, "the backlog stopped folding"
+        assert turns <= 400 // BATCH, "the backlog stopped folding"  # one batch after each answer
         turn = Turn(key, WINDOW, uuid.uuid4(), waits_for_folds=True)  # a local server: the next turn waits for folds
         calls = len(model.calls)
-        await service.build_history(turn, model)
-        assert len(model.calls) - calls <= 1  # the turn itself waits for one fold at most
+        history = await service.build_history(turn, model)
+        assert len(model.calls) == calls  # the turn folds nothing before its answer
+        assert history.fold_due  # the backlog folds after the answer
         calls = len(model.calls)
         await service.fold_after_turn(turn, model)
-        assert len(model.calls) - calls <= 1  # and the next turn, waiting for the fold after this answer, for one
+        assert len(model.calls) - calls == 1  # and the next turn, waiting for the fold after this answer, for one
+
+
+async def test_a_backlog_on_a_hosted_server_folds_its_excess_inside_the_turn(service, sessions, key):
+    await seed(sessions, key, 400 + WINDOW)
+    model = ScriptedChatModel()
+
+    await service.build_history(Turn(key, WINDOW, uuid.uuid4(), waits_for_folds=False), model)
+
+    assert model.calls  # nobody waits for the server: it serves the fold and the answer
 
 
 async def test_a_lone_message_whose_answer_the_server_cut_is_asked_again_not_passed_over(

@@ -163,16 +163,17 @@ class TurnPlanner:
         paused = state.is_paused(self.clock()) or not may_fold
         policy = self.policy
         batching = {"paused": paused, "policy": policy, "whole_gap": len(reading.gap) < policy.gap_limit}
-        # A turn that waits for the folds on its model server (a one-slot local server) waits for one at most: a
-        # backlog folds a batch inside a turn and one after its answer, never three of each (issue 38).
-        routine_batches = 1 if turn.waits_for_folds else policy.max_batches
+        # A turn that waits for the folds on its model server (a one-slot local server) folds a backlog only after
+        # its answers, one batch each: the user reads the answer while it folds, and the next turn waits for one
+        # fold at most (issue 38: a batch folded inside the turn made each of a backlog's turns a fold slower).
         if mode is Mode.AFTER_ANSWER:
             over = self.waiting(turn, reading.gap).over
-            fold = plan_fold(reading.gap, after_answer=True, fold_all=over, max_batches=routine_batches, **batching)
+            most = 1 if turn.waits_for_folds else policy.max_batches
+            fold = plan_fold(reading.gap, after_answer=True, fold_all=over, max_batches=most, **batching)
             return TurnPlan(raw=[], batches=fold.batches)
         if mode is Mode.COMPACT:
             return self._folding_before(reading, visible, len(visible), policy.compaction_max_batches, batching)
-        routine = plan_fold(reading.gap, max_batches=routine_batches, **batching)
+        routine = plan_fold(reading.gap, max_batches=0 if turn.waits_for_folds else policy.max_batches, **batching)
         waiting = self.waiting(turn, routine.raw_gap)
         early, raw_start = self._early_fold(turn, state, routine.raw_gap, visible)
         if early is None and waiting.over and not paused:
