@@ -24,18 +24,14 @@ from typing import TypeVar
 
 from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, RunningServer, run_in_thread
 from langflow_session_memory.bundled_server.langflow_env import langflow_environment
+from langflow_session_memory.services.session_memory import log_events
 
 MODEL = "gpt-4o-mini"
-FOLD_EVENT = "session_summary_fold"
-LOST_RACE_EVENT = "session_summary_lost_race"
-FOLD_ELSEWHERE_EVENT = "session_summary_fold_elsewhere"
+FOLD_EVENT = log_events.FOLD.name
+LOST_RACE_EVENT = log_events.LOST_RACE.name
+FOLD_ELSEWHERE_EVENT = log_events.FOLD_ELSEWHERE.name
 # Our events that say the memory path did not do its job (a turn's own figures, session_memory_turn, are not).
-PROBLEM_EVENTS = (
-    "session_memory_fallback",
-    "session_summary_fold_failed",
-    "session_summary_paused",
-    "session_summary_reset",
-)
+PROBLEM_EVENTS = log_events.PROBLEMS
 _FIELD = re.compile(r"(\w+)=(\S+)")
 T = TypeVar("T")
 

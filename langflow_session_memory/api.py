@@ -26,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from langflow_session_memory import summary_page
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND, describe, table_missing
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.runtime import langflow_database_session
@@ -35,7 +36,6 @@ from langflow_session_memory.services.session_memory.summary import validation
 
 NOT_FOUND = "No session memory here"
 TABLE_MISSING = f"session memory table missing: run `{MIGRATE_COMMAND}`"
-API_FAILED_EVENT = "session_memory_api_failed"
 
 
 class _DatabaseErrorsAnswer503(APIRoute):
@@ -55,7 +55,7 @@ class _DatabaseErrorsAnswer503(APIRoute):
             try:
                 return await handler(request)
             except SQLAlchemyError as error:
-                await logger.aerror(f"{API_FAILED_EVENT} reason={describe(error)}")
+                await logger.aerror(f"{log_events.API_FAILED} reason={describe(error)}")
                 raise _unavailable(error) from None
 
         return answer_503_on_database_errors

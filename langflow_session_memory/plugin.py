@@ -15,6 +15,7 @@ from lfx.log.logger import logger
 from sqlalchemy.exc import IntegrityError
 
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners, sweep
 from langflow_session_memory.starter_flow import install_starter_flow
@@ -32,10 +33,10 @@ async def prepare_database() -> bool:
         await asyncio.to_thread(runner.migrate, url)
         revision = await runner.current_revision(url)
     except Exception as error:  # noqa: BLE001 - Langflow must start even if our migration cannot run
-        await logger.aerror(f"session_memory_migration_failed reason={describe(error)}")
+        await logger.aerror(f"{log_events.MIGRATION_FAILED} reason={describe(error)}")
         return False
     await logger.ainfo(
-        f"session_memory_migrated revision={revision} latency_ms={round((time.perf_counter() - started) * 1000)}"
+        f"{log_events.MIGRATED} revision={revision} latency_ms={round((time.perf_counter() - started) * 1000)}"
     )
     return True
 
@@ -47,9 +48,9 @@ async def add_starter_flow() -> None:
     except IntegrityError:
         action = "kept reason=created_by_another_worker"  # workers start together; the fixed id lets one insert
     except Exception as error:  # noqa: BLE001 - Langflow must start even if the template cannot be added
-        await logger.aerror(f"session_memory_starter_flow_failed reason={describe(error)}")
+        await logger.aerror(f"{log_events.STARTER_FLOW_FAILED} reason={describe(error)}")
         return
-    await logger.ainfo(f"session_memory_starter_flow action={action}")
+    await logger.ainfo(f"{log_events.STARTER_FLOW} action={action}")
 
 
 async def sweep_periodically(interval_seconds: float = SWEEP_INTERVAL_SECONDS) -> None:
@@ -60,9 +61,9 @@ async def sweep_periodically(interval_seconds: float = SWEEP_INTERVAL_SECONDS) -
         try:
             removed = await sweep(langflow_database_session)
         except Exception as error:  # noqa: BLE001 - a failed sweep is retried next interval; the listeners still run
-            await logger.aerror(f"session_memory_sweep_failed reason={describe(error)}")
+            await logger.aerror(f"{log_events.SWEEP_FAILED} reason={describe(error)}")
         else:
-            await logger.ainfo(f"session_memory_sweep removed={removed}")
+            await logger.ainfo(f"{log_events.SWEEP} removed={removed}")
         await asyncio.sleep(interval_seconds)
 
 

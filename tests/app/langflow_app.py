@@ -18,23 +18,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine
 
 from langflow_session_memory.bundled_server.langflow_env import import_langflow_main, langflow_environment
+from langflow_session_memory.services.session_memory import log_events
 
-# Our events that mean the memory path did not do its job: the Agent fell back to the stock
-# history, the start-up migration failed, a cleanup statement was rolled back, the
-# last model call's size could not be kept, a search of older messages failed, the starter
-# flow could not be added to Langflow's templates, or the REST API met a database error.
-FAILURE_EVENTS = (
-    "session_memory_fallback",
-    "session_memory_migration_failed",
-    "session_memory_cleanup_failed",
-    "session_memory_call_size_failed",
-    "session_memory_search_failed",
-    "session_memory_starter_flow_failed",
-    "session_memory_api_failed",
-    "session_memory_cache_breakpoint_failed",
-    "session_memory_excerpts_failed",
-)
-MIGRATED_EVENT = "session_memory_migrated revision="
+# Our events that mean a part of ours failed (logged at ERROR): a test that meets one fails unless it expects it.
+FAILURE_EVENTS = log_events.FAILURES
+MIGRATED_EVENT = f"{log_events.MIGRATED} revision="
 SHOWN_CHARACTERS_PER_LINE = 2000
 START_TIMEOUT_S = 240  # as for `make backend`: measured 55-75 s on two shared cores
 STOP_TIMEOUT_S = 30

@@ -14,6 +14,7 @@ import langflow_session_memory.services.session_memory as session_memory
 PACKAGE = session_memory.__name__
 ROOT = Path(session_memory.__file__).parent
 RANKS = {
+    "log_events": 0,
     "rules": 1,
     "reasons": 2,
     "settings": 2,

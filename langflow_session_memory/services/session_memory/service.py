@@ -20,6 +20,7 @@ from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 from lfx.schema.message import Message
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.embeddings import EMBEDDED_CHARACTERS, MessageVectors, of_query
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
@@ -218,13 +219,13 @@ class SessionMemoryService:
                     else []
                 )
         except Exception as error:  # noqa: BLE001 - excerpts only add to a turn; logged, the turn goes on without them
-            await logger.aerror(f"session_memory_excerpts_failed reason={describe(error)}")
+            await logger.aerror(f"{log_events.EXCERPTS_FAILED} reason={describe(error)}")
             return ()
         meant = await self._meant(embedder, turn.input_text, pool) if pool else []
         excerpts = recall.best_excerpts(found, meant=meant, tokens=recall.excerpt_budget(turn.context_window))
         if excerpts:
             await logger.ainfo(
-                f"session_memory_excerpts words={len(words)} candidates={sum(map(len, found.values()))} "
+                f"{log_events.EXCERPTS} words={len(words)} candidates={sum(map(len, found.values()))} "
                 f"quoted={len(excerpts)} best_score={max(excerpt.score for excerpt in excerpts)} "
                 f"meant={sum(excerpt.standout is not None for excerpt in excerpts)} pool={len(pool)} "
                 f"latency_ms={round((time.perf_counter() - started) * 1000)} session_id={turn.key.session_id!r}"
@@ -240,7 +241,7 @@ class SessionMemoryService:
             # 500 cosines of 1,536 floats take about 0.1 s of CPU: in a thread, so the event loop serves other turns.
             found = await asyncio.to_thread(meaning.standouts, query, vectors)
         except Exception as error:  # noqa: BLE001 - meaning only adds to the words' excerpts; logged, the turn goes on
-            await logger.aerror(f"session_memory_excerpts_failed where=embedding_model reason={describe(error)}")
+            await logger.aerror(f"{log_events.EXCERPTS_FAILED} where=embedding_model reason={describe(error)}")
             return []
         rows = {row.message_id: row for row in pool}
         return [(rows[message_id], standing) for message_id, standing in found]
@@ -290,14 +291,14 @@ async def _log_plan(turn: Turn, plan: TurnPlan) -> None:
     waiting = plan.waiting
     if waiting is not None and waiting.over:
         await logger.ainfo(
-            f"session_context_early_fold reason=waiting_tokens waiting_messages={waiting.messages} "
+            f"{log_events.EARLY_FOLD} reason=waiting_tokens waiting_messages={waiting.messages} "
             f"waiting_tokens={waiting.tokens} budget={waiting.budget} folding={bool(plan.batches)} "
             f"session_id={turn.key.session_id!r}"
         )
     if plan.early_fold is not None:
         early = plan.early_fold
         await logger.ainfo(
-            f"session_context_early_fold size_before={early.size_before} size_after={early.size_after} "
+            f"{log_events.EARLY_FOLD} size_before={early.size_before} size_after={early.size_after} "
             f"context_window={turn.context_window} folded_from_window={early.folded_from_window} "
             f"session_id={turn.key.session_id!r}"
         )
@@ -306,7 +307,7 @@ async def _log_plan(turn: Turn, plan: TurnPlan) -> None:
 async def _log_trimmed(turn: Turn, plan: TurnPlan, summary: str) -> None:
     if plan.dropped:
         await logger.ainfo(
-            f"session_memory_history_trimmed left_out={plan.dropped} reason={plan.dropped_reason} "
+            f"{log_events.HISTORY_TRIMMED} left_out={plan.dropped} reason={plan.dropped_reason} "
             f"summary_sent={bool(summary)} session_id={turn.key.session_id!r}"
         )
 

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from lfx.log.logger import logger
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, FoldPolicy
 
 FOLD_TIMEOUT_VARIABLE = "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS"
@@ -81,7 +82,7 @@ def _positive_number(environ: Mapping[str, str], variable: str, default: float, 
     except ValueError:
         value = math.nan
     if not 0 < value <= highest:
-        logger.warning(f"session_memory_setting_ignored variable={variable} reason={reason} default={default}")
+        logger.warning(f"{log_events.SETTING_IGNORED} variable={variable} reason={reason} default={default}")
         return default
     return value
 
@@ -113,7 +114,7 @@ def _wait_choice(raw: str) -> str:
     if choice in WAIT_FOR_FOLDS_CHOICES:
         return choice
     logger.warning(
-        f"session_memory_setting_ignored variable={WAIT_FOR_FOLDS_VARIABLE} "
+        f"{log_events.SETTING_IGNORED} variable={WAIT_FOR_FOLDS_VARIABLE} "
         f"reason=not_one_of_{'|'.join(WAIT_FOR_FOLDS_CHOICES)} default={WAIT_FOR_FOLDS_CHOICES[0]}"
     )
     return WAIT_FOR_FOLDS_CHOICES[0]
@@ -122,7 +123,7 @@ def _wait_choice(raw: str) -> str:
 @functools.cache
 def _retired_setting_noticed() -> None:
     logger.warning(
-        f"session_memory_setting_ignored variable={RETIRED_CANCEL_VARIABLE} "
+        f"{log_events.SETTING_IGNORED} variable={RETIRED_CANCEL_VARIABLE} "
         f"reason=retired_no_turn_cancels_a_fold replacement={WAIT_FOR_FOLDS_VARIABLE}"
     )
 

@@ -16,13 +16,11 @@ from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, Mod
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from lfx.log.logger import logger
 
-from langflow_session_memory.services.session_memory.agent.guard import FALLBACK_EVENT
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import call_fit, context_size
 from langflow_session_memory.services.session_memory.rules.call_fit import FIT_RATIO, FittedCall, Reduction
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
-
-REDUCED_EVENT = "session_context_reduced"
 
 
 class CallFitMiddleware(AgentMiddleware):
@@ -60,7 +58,7 @@ class CallFitMiddleware(AgentMiddleware):
         except ContextTooLongError:
             raise
         except Exception as error:  # noqa: BLE001 - memory must never break the user's turn: the call as the stock Agent's
-            await logger.aerror(f"{FALLBACK_EVENT} where=call_fit reason={describe(error)}")
+            await logger.aerror(f"{log_events.FALLBACK} where=call_fit reason={describe(error)}")
             return await handler(request)
         try:
             return await handler(sent)
@@ -69,23 +67,23 @@ class CallFitMiddleware(AgentMiddleware):
             if not self._refused(error, size):
                 raise
             await logger.awarning(
-                f"session_context_overflow call=after_tool attempt=1 result=refused reason={describe(error)!r}"
+                f"{log_events.OVERFLOW} call=after_tool attempt=1 result=refused reason={describe(error)!r}"
             )
             refusal = error
             limit = context_size.window_named_in(error) or self.window
         try:
             retry = await self._fitted(request, fixed, call_fit.retry_target(size, limit), retry=True)
         except Exception as error:  # noqa: BLE001 - the stock Agent's turn ends with the provider's refusal; so does this
-            await logger.aerror(f"{FALLBACK_EVENT} where=call_fit reason={describe(error)}")
+            await logger.aerror(f"{log_events.FALLBACK} where=call_fit reason={describe(error)}")
             raise refusal from None
         try:
             response = await handler(request.override(messages=retry.messages))
         except Exception as error:
             if not self._refused(error, retry.size):
                 raise
-            await logger.awarning("session_context_overflow call=after_tool attempt=2 result=refused action=give_up")
+            await logger.awarning(f"{log_events.OVERFLOW} call=after_tool attempt=2 result=refused action=give_up")
             raise ContextTooLongError(CONTEXT_TOO_LONG) from error
-        await logger.ainfo("session_context_overflow call=after_tool attempt=2 result=answered")
+        await logger.ainfo(f"{log_events.OVERFLOW} call=after_tool attempt=2 result=answered")
         return response
 
     async def _sent(self, request: ModelRequest, fixed: int) -> ModelRequest:
@@ -94,7 +92,7 @@ class CallFitMiddleware(AgentMiddleware):
             return request
         fitted = await self._fitted(request, fixed, int(FIT_RATIO * self.window), retry=False)
         if fitted.size > self.window:
-            await logger.awarning(f"session_context_overflow call=after_tool size={fitted.size} action=give_up")
+            await logger.awarning(f"{log_events.OVERFLOW} call=after_tool size={fitted.size} action=give_up")
             raise ContextTooLongError(CONTEXT_TOO_LONG)
         return request.override(messages=fitted.messages)
 
@@ -107,7 +105,7 @@ class CallFitMiddleware(AgentMiddleware):
         if reduction.changed:
             self.report(reduction, retry)
             await logger.ainfo(
-                f"{REDUCED_EVENT} reason={'refused' if retry else 'window'} limit={limit} "
+                f"{log_events.REDUCED} reason={'refused' if retry else 'window'} limit={limit} "
                 f"size_before={reduction.size_before} size_after={reduction.size_after} "
                 f"history_left_out={reduction.history_left_out} tool_results_clipped={reduction.results_clipped} "
                 f"tool_result_tokens_before={reduction.result_tokens_before} "

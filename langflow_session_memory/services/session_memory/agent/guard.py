@@ -24,6 +24,7 @@ from lfx.memory.flow_context import coerce_flow_id, resolve_message_owner_id, sh
 from lfx.schema.message import Message
 from lfx.utils.langflow_utils import has_langflow_db_backend
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.agent.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import context_size, usage
@@ -39,7 +40,6 @@ from langflow_session_memory.services.session_memory.settings import new_turn_wa
 # Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
 BUILT_IN_TOOL_TOKENS = 90
 STATE_ATTRIBUTE = "_session_memory"
-FALLBACK_EVENT = "session_memory_fallback"
 T = TypeVar("T")
 
 
@@ -152,7 +152,7 @@ def configured_context_window(component) -> int:
     try:
         return max(int(value or 0), 0)
     except (TypeError, ValueError):
-        logger.warning("session_memory_setting_ignored input=context_window_tokens reason=not_a_whole_number")
+        logger.warning(f"{log_events.SETTING_IGNORED} input=context_window_tokens reason=not_a_whole_number")
         return 0
 
 
@@ -194,7 +194,7 @@ async def begin_turn(component) -> Turn | None:
         if turn is not None:
             state.turn, state.fold_model, state.embedder = turn, fold_model_of(component), embedding_model_of(component)
     except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
-        await logger.aerror(f"{FALLBACK_EVENT} reason={describe(error)}")
+        await logger.aerror(f"{log_events.FALLBACK} reason={describe(error)}")
     return state.turn
 
 
@@ -258,7 +258,7 @@ def tracing_callbacks(component) -> list:
     return list(shared()) if callable(shared) else []
 
 
-async def with_memory(state: RunState, build, failure_event: str = FALLBACK_EVENT):
+async def with_memory(state: RunState, build, failure_event: log_events.Event = log_events.FALLBACK):
     """Run ``build(service, turn)`` with the run's Turn; None where memory does not apply or failed (logged
     without any text)."""
     turn = state.turn
@@ -279,7 +279,7 @@ def stock_on_failure(where: str, stock: T, attempt: Callable[[], T]) -> T:
     try:
         return attempt()
     except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock
-        logger.error(f"{FALLBACK_EVENT} where={where} reason={describe(error)}")
+        logger.error(f"{log_events.FALLBACK} where={where} reason={describe(error)}")
         return stock
 
 
@@ -288,7 +288,7 @@ async def stock_on_failure_async(where: str, stock: T, attempt: Callable[[], Awa
     try:
         return await attempt()
     except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock
-        await logger.aerror(f"{FALLBACK_EVENT} where={where} reason={describe(error)}")
+        await logger.aerror(f"{log_events.FALLBACK} where={where} reason={describe(error)}")
         return stock
 
 

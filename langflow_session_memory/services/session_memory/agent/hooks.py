@@ -17,6 +17,7 @@ from lfx.log.logger import logger
 from lfx.schema.message import Message
 from lfx.schema.properties import Usage
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.agent import playground, prompt_caching
 from langflow_session_memory.services.session_memory.agent.call_fit_middleware import CallFitMiddleware
 from langflow_session_memory.services.session_memory.agent.guard import (
@@ -223,7 +224,7 @@ async def _add_fold_usage(component, result: Message) -> Message:
     folds = history.fold_usage
     total = chat + folds
     await logger.ainfo(
-        f"session_memory_turn input_tokens={total.input_tokens} output_tokens={total.output_tokens} "
+        f"{log_events.TURN} input_tokens={total.input_tokens} output_tokens={total.output_tokens} "
         f"fold_input_tokens={folds.input_tokens} fold_output_tokens={folds.output_tokens} "
         f"cached_input_tokens={chat.cached_input_tokens} cache_write_input_tokens={chat.cache_write_input_tokens} "
         f"fold_cached_input_tokens={folds.cached_input_tokens} "
@@ -301,7 +302,7 @@ async def _record_call_size(component) -> None:
         if keep != (history.state.last_call_tokens if history.state else None):
             await service.record_call_size(turn.key, keep)
 
-    await with_memory(state, record, failure_event="session_memory_call_size_failed")
+    await with_memory(state, record, failure_event=log_events.CALL_SIZE_FAILED)
 
 
 async def run_with_context_recovery(component, agent, run: Callable[[object], Awaitable[Message]]) -> Message:
@@ -329,7 +330,7 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
         # After a tool ran, the call-fitting middleware has already retried (or judged) the refused call.
         if model_calls > 1 or not _refused_as_too_long(component, state.turn, error):
             raise
-        await logger.awarning(f"session_context_overflow attempt=1 result=refused reason={describe(error)!r}")
+        await logger.awarning(f"{log_events.OVERFLOW} attempt=1 result=refused reason={describe(error)!r}")
         compacted = await _compacted_history(component)
         if compacted is None:
             raise ContextTooLongError(CONTEXT_TOO_LONG) from error
@@ -339,9 +340,9 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
     except Exception as error:
         if not _refused_as_too_long(component, state.turn, error):
             raise
-        await logger.awarning("session_context_overflow attempt=2 result=refused action=give_up")
+        await logger.awarning(f"{log_events.OVERFLOW} attempt=2 result=refused action=give_up")
         raise ContextTooLongError(CONTEXT_TOO_LONG) from error
-    await logger.ainfo("session_context_overflow attempt=2 result=answered")
+    await logger.ainfo(f"{log_events.OVERFLOW} attempt=2 result=answered")
     return result
 
 
@@ -370,7 +371,7 @@ async def _compacted_history(component):
     turn, history = built
     size_after = request_tokens(turn, history.messages)
     await logger.awarning(
-        f"session_context_overflow action=compact size_after={size_after} context_window={turn.context_window} "
+        f"{log_events.OVERFLOW} action=compact size_after={size_after} context_window={turn.context_window} "
         f"folded={history.folded}"
     )
     if turn.context_window and size_after > turn.context_window:

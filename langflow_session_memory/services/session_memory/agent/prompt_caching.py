@@ -30,11 +30,11 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from lfx.log.logger import logger
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
 
 MAX_BREAKPOINTS = 4  # "You can define up to 4 cache breakpoints"; a 5th is refused with HTTP 400
 CACHE_CONTROL = {"type": "ephemeral", "ttl": "5m"}
-FAILED_EVENT = "session_memory_cache_breakpoint_failed"
 
 
 def cache_breakpoints(llm, summary: Callable[[], str | None]) -> list[AgentMiddleware]:
@@ -70,7 +70,7 @@ class SummaryBreakpoint(AgentMiddleware):
                 return request
             return request.override(messages=[_marked_summary(message, summary) for message in request.messages])
         except Exception as error:  # noqa: BLE001 - a breakpoint only saves money: the request goes unmarked, logged
-            logger.error(f"{FAILED_EVENT} reason={describe(error)}")
+            logger.error(f"{log_events.CACHE_BREAKPOINT_FAILED} reason={describe(error)}")
             return request
 
 

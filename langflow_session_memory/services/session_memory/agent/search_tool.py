@@ -13,6 +13,7 @@ import time
 from langchain_core.tools import StructuredTool
 from lfx.log.logger import logger
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.agent import guard
 from langflow_session_memory.services.session_memory.agent.search import (
     TOOL_DESCRIPTION,
@@ -26,7 +27,6 @@ from langflow_session_memory.services.session_memory.rules.recall import keyword
 from langflow_session_memory.services.session_memory.storage import messages
 
 SEARCH_UNAVAILABLE = "The search of earlier messages is unavailable right now; answer with what you have."
-SEARCH_FAILED_EVENT = "session_memory_search_failed"
 CANDIDATE_LIMIT = 200
 READ_CHARACTERS = 20_000
 
@@ -59,7 +59,7 @@ def search_tool(state: guard.RunState) -> StructuredTool:
         found = await guard.with_memory(
             state,
             lambda service, turn: find_earlier(service.sessions, turn, words),
-            failure_event=SEARCH_FAILED_EVENT,
+            failure_event=log_events.SEARCH_FAILED,
         )
         return SEARCH_UNAVAILABLE if found is None else answer(found[1], words)
 
@@ -87,7 +87,7 @@ async def find_earlier(sessions, turn, words) -> list[Match]:
         )
     matches = rank(candidates, words)
     await logger.ainfo(
-        f"session_memory_search keywords={len(words)} candidates={len(candidates)} matches={len(matches)} "
+        f"{log_events.SEARCH} keywords={len(words)} candidates={len(candidates)} matches={len(matches)} "
         f"latency_ms={round((time.perf_counter() - started) * 1000)}"
     )
     return matches

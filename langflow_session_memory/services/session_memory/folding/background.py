@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from lfx.log.logger import logger
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 
 MAX_BACKGROUND_FOLDS = 16
@@ -56,7 +57,7 @@ class BackgroundFolds:
         if not self.available() or key in self._running:
             return False
         if len(self._running) >= self.limit:
-            logger.info(f"session_summary_fold_deferred reason=busy running={len(self._running)}")
+            logger.info(f"{log_events.FOLD_DEFERRED} reason=busy running={len(self._running)}")
             return False
         task = asyncio.get_running_loop().create_task(fold(), name=FOLD_TASK_NAME)
         self._running[key], self._servers[key] = task, server
@@ -79,7 +80,7 @@ class BackgroundFolds:
         _done, running = await asyncio.wait(tasks, timeout=timeout_seconds)
         waited_ms = round((time.perf_counter() - started) * 1000)
         await logger.ainfo(
-            f"session_summary_fold_waited waited_ms={waited_ms} folds={len(tasks)} still_running={len(running)}"
+            f"{log_events.FOLD_WAITED} waited_ms={waited_ms} folds={len(tasks)} still_running={len(running)}"
         )
 
     async def close(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
@@ -90,7 +91,7 @@ class BackgroundFolds:
             task.cancel()
         if tasks:
             _done, stuck = await asyncio.wait(tasks, timeout=grace_seconds)
-            await logger.ainfo(f"session_summary_background_stopped cancelled={len(tasks)} stuck={len(stuck)}")
+            await logger.ainfo(f"{log_events.BACKGROUND_STOPPED} cancelled={len(tasks)} stuck={len(stuck)}")
 
 
 def running_folds() -> list[asyncio.Task]:

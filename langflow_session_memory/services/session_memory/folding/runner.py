@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlanner
 from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
@@ -77,7 +78,7 @@ class FoldRunner:
                 return FoldCost()
             if not await self._still_stored(batches):
                 await logger.ainfo(
-                    f"session_summary_fold_discarded reason=messages_changed session_id={state.key.session_id!r}"
+                    f"{log_events.FOLD_DISCARDED} reason=messages_changed session_id={state.key.session_id!r}"
                 )
                 return FoldCost()
             return await self._fold_batches(state, batches, llm, turn, mode)
@@ -98,7 +99,7 @@ class FoldRunner:
             await session.commit()
         if won:
             await logger.awarning(
-                f"session_summary_reset reason={reason} folded_count={state.folded_count} "
+                f"{log_events.RESET} reason={reason} folded_count={state.folded_count} "
                 f"session_id={state.key.session_id!r}"
             )
         return won
@@ -122,7 +123,7 @@ class FoldRunner:
             if claimed:
                 await asyncio.sleep(CLAIM_POLL_SECONDS)
         await logger.ainfo(
-            f"session_summary_fold_elsewhere waited_ms={round((time.perf_counter() - started) * 1000)} "
+            f"{log_events.FOLD_ELSEWHERE} waited_ms={round((time.perf_counter() - started) * 1000)} "
             f"still_claimed={str(claimed).lower()} session_id={key.session_id!r}"
         )
 
@@ -157,7 +158,7 @@ class FoldRunner:
                 return cost
             cost = FoldCost(folded=cost.folded + len(request), usage=cost.usage)
             await logger.ainfo(
-                f"session_summary_fold latency_ms={_milliseconds_since(started)} "
+                f"{log_events.FOLD} latency_ms={_milliseconds_since(started)} "
                 f"folded={len(request)} summary_words_before={word_count(seen.summary)} "
                 f"summary_words_after={word_count(summary)} version={current.version} "
                 f"mode={mode.runs} session_id={seen.key.session_id!r}"
@@ -186,7 +187,7 @@ class FoldRunner:
                 raise
             reason = await self.log_failure(seen.key, error, mode, latency_ms=_milliseconds_since(started))
             await logger.ainfo(
-                f"session_summary_fold_skipped messages=1 reason={reason!r} session_id={seen.key.session_id!r}"
+                f"{log_events.FOLD_SKIPPED} messages=1 reason={reason!r} session_id={seen.key.session_id!r}"
             )
             return seen.summary, TokenUsage()
         return result.summary, result.usage
@@ -245,17 +246,17 @@ class FoldRunner:
         session_id = seen.key.session_id
         if current is not None and current.cursor != seen.cursor:
             await logger.ainfo(
-                f"session_summary_lost_race session_id={session_id!r} "
+                f"{log_events.LOST_RACE} session_id={session_id!r} "
                 f"seen_version={seen.version} winner_version={current.version}"
             )
         else:
-            await logger.ainfo(f"session_summary_fold_discarded reason=messages_changed session_id={session_id!r}")
+            await logger.ainfo(f"{log_events.FOLD_DISCARDED} reason=messages_changed session_id={session_id!r}")
 
     async def log_failure(self, key: SessionKey, error: BaseException, mode: Mode, *, latency_ms: int) -> str:
         """The one place a failed fold is logged: its mode, how long it took, and its kind (never its text)."""
         reason = describe(error)
         await logger.awarning(
-            f"session_summary_fold_failed mode={mode.runs} latency_ms={latency_ms} session_id={key.session_id!r} "
+            f"{log_events.FOLD_FAILED} mode={mode.runs} latency_ms={latency_ms} session_id={key.session_id!r} "
             f"reason={reason!r}"
         )
         return reason
@@ -270,7 +271,7 @@ class FoldRunner:
             await store.pause(session, key, until, reason, fold_batch_limit=batch_limit)
             await session.commit()
         await logger.awarning(
-            f"session_summary_paused session_id={key.session_id!r} until={until.isoformat()} "
+            f"{log_events.PAUSED} session_id={key.session_id!r} until={until.isoformat()} "
             f"next_request_messages={batch_limit or self.policy.batch_size}"
         )
 

@@ -40,6 +40,7 @@ from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ColumnElement
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
@@ -67,7 +68,7 @@ def _isolated(connection: Connection, action: str, work: Callable[[], None]) -> 
         with connection.begin_nested():
             work()
     except Exception as error:  # noqa: BLE001 - ours must never fail Langflow's delete or update; logged, rolled back
-        logger.error(f"session_memory_cleanup_failed action={action} reason={describe(error)}")
+        logger.error(f"{log_events.CLEANUP_FAILED} action={action} reason={describe(error)}")
 
 
 def _on_orm_execute(state: ORMExecuteState):

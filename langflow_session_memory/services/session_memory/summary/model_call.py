@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from langchain_core.language_models import BaseChatModel
 from lfx.log.logger import logger
 
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.rules import context_size, usage
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
@@ -137,7 +138,7 @@ async def _fold_chunk(
             refused = SummaryRejectedError if read_past_budget or incomplete != _INTERRUPTED else StreamInterruptedError
             raise refused(f"summary {incomplete} ({budget.output_tokens}-token cap)")
         await logger.ainfo(
-            f"session_summary_salvaged why={incomplete.replace(' ', '_')} words_written={word_count(text)} "
+            f"{log_events.SALVAGED} why={incomplete.replace(' ', '_')} words_written={word_count(text)} "
             f"words_kept={word_count(kept)}"
         )
         text = kept
@@ -148,7 +149,7 @@ async def _fold_chunk(
     check_size(summary)
     if dropped or result.dropped_conversation or result.dropped_facts:
         await logger.ainfo(
-            f"session_summary_shortened dropped_lines={dropped + result.dropped_conversation} "
+            f"{log_events.SHORTENED} dropped_lines={dropped + result.dropped_conversation} "
             f"dropped_facts={result.dropped_facts} words_written={word_count(text)} words_kept={word_count(summary)}"
         )
     spent = usage.of_call(
