@@ -182,7 +182,9 @@ def section(results: list[Result], *, name: str, seconds: float, session, server
         f"{len(WARM_UP)} turns of small talk and {len(session.questions)} questions, each asked in other words than "
         f"the fact was said. LangChain's stream time-out raised to {timeout} s for the run "
         "(`LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S`; at its default, 120 s, a model on a CPU that evaluates the "
-        "stock Agent's 100 messages for longer ends the turn).",
+        "stock Agent's 100 messages for longer ends the turn). Turn time is each `/api/v1/run` call; the folds after "
+        "an answer are let finish before the next turn, as while a user reads the answer (on this one-slot server a "
+        "turn that comes sooner waits for the batch under way: docs/design.md), their time is the fold columns'.",
         *(
             [
                 "",
@@ -194,8 +196,9 @@ def section(results: list[Result], *, name: str, seconds: float, session, server
         ),
         "",
         "| configuration | right answers | prompt tokens (server) | vs stock N=100 | turn s, median | turn s, max "
-        "| messages folded | folds | fold s, median | failed folds | turns with excerpts (by meaning) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| messages folded | folds | fold s, median | fold s, total | failed folds "
+        "| turns with excerpts (by meaning) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in results:
         tokens = server_tokens(result, server_log)
@@ -206,7 +209,8 @@ def section(results: list[Result], *, name: str, seconds: float, session, server
             f"| {result.configuration.label} | {result.correct}/{len(result.answers)} | "
             f"{counted} | {ratio} | {statistics.median(result.turn_seconds):.1f} | "
             f"{max(result.turn_seconds):.1f} | {result.folded} | {len(result.folds)} | "
-            f"{statistics.median(fold_seconds) if fold_seconds else 0:.1f} | {len(result.problems)} | "
+            f"{statistics.median(fold_seconds) if fold_seconds else 0:.1f} | {sum(fold_seconds):.0f} | "
+            f"{len(result.problems)} | "
             f"{len(result.excerpts)} ({sum(int(event.get('meant', 0)) > 0 for event in result.excerpts)} by meaning) |"
         )
     lines += ["", "| question | expected | " + " | ".join(r.configuration.label for r in results) + " |"]

@@ -119,7 +119,9 @@ async def running_agent():
 
 
 async def build_the_history():
-    assert await history_with_memory(await running_agent(), stock=lambda: asyncio.sleep(0, result=[])) == []
+    component = SimpleNamespace(n_messages=10)
+    agent_model(component, ScriptedChatModel())
+    assert await history_with_memory(component, stock=lambda: asyncio.sleep(0, result=[])) == []
 
 
 async def search_older_messages():
@@ -234,6 +236,49 @@ async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypat
 
     assert len(reads) == 1
     assert folds == [run_state(component).turn]
+
+
+def attempt_services(monkeypatch, key, histories: list) -> None:
+    """Memory applies to every attempt; the service hands out ``histories`` in turn."""
+    monkeypatch.setattr(guard, "memory_turn", lambda _component: Turn(key, 10, None, context_window=1000))
+    service = SimpleNamespace(build_history=lambda _turn, _llm, _embedder: asyncio.sleep(0, result=histories.pop(0)))
+    monkeypatch.setattr(guard, "get_session_memory_service", lambda: service)
+
+
+async def an_attempt(component, model, second_model):
+    """One attempt as lfx's Agent makes it: a model to read the history with, the history, a model for the agent."""
+    assert agent_model(component, model) is model
+    await history_with_memory(component, stock=lambda: asyncio.sleep(0, result=[]))
+    return agent_model(component, second_model)
+
+
+async def test_the_agent_runs_the_model_its_turn_folds_with_and_whose_calls_are_counted(monkeypatch, key):
+    attempt_services(monkeypatch, key, [History(messages=[])])
+    component = SimpleNamespace(n_messages=10)
+    first, second = ScriptedChatModel(), ScriptedChatModel()
+
+    runs = await an_attempt(component, first, second)
+
+    state = run_state(component)
+    assert runs is first
+    assert state.fold_model is first
+    assert any(handler is state.calls for handler in first.callbacks)
+
+
+async def test_an_attempt_after_a_model_remediation_carries_nothing_of_the_one_before(monkeypatch, key):
+    attempt_services(monkeypatch, key, [History(messages=[], fold_due=True), History(messages=[])])
+    component = SimpleNamespace(n_messages=10)
+    await an_attempt(component, ScriptedChatModel(), ScriptedChatModel())
+    before = run_state(component)
+    before.reductions.add(SimpleNamespace(), retry=True)  # a call fitted to the window in the failed attempt
+    remediated = ScriptedChatModel()
+
+    runs = await an_attempt(component, remediated, ScriptedChatModel())
+
+    state = run_state(component)
+    assert state is not before
+    assert runs is remediated
+    assert (state.reductions.calls, state.reductions.retried, state.history.fold_due) == (0, False, False)
 
 
 def test_a_server_is_one_server_with_or_without_a_trailing_slash():

@@ -173,6 +173,47 @@ async def test_on_a_self_hosted_server_a_new_turn_waits_for_the_fold_there_and_s
     await service.background.close()
 
 
+def idle_while_no_turn_waits(service, server):
+    return lambda: not service.background.turn_waits(server)
+
+
+async def test_on_a_self_hosted_server_a_backlog_folds_after_an_answer_while_no_turn_comes(service, sessions, key):
+    _rows, turn = await seed(sessions, key, 5 * BATCH + WINDOW)
+    local = replace(turn, model_server=LOCAL_SERVER, waits_for_folds=True)
+    model = ScriptedChatModel()
+    service.background.open()
+
+    idle = idle_while_no_turn_waits(service, LOCAL_SERVER)
+    assert service.background.start(key, lambda: service.fold_after_turn(local, model, idle), server=LOCAL_SERVER)
+    await settle_folds()
+
+    assert (await row(sessions, key)).folded_count == 5 * BATCH  # the whole backlog, one batch a request
+    assert len(model.calls) == 5
+    await service.background.close()
+
+
+async def test_a_turn_that_comes_while_a_backlog_folds_waits_for_the_batch_under_way_only(
+    service, sessions, key, captured_logs
+):
+    rows, turn = await seed(sessions, key, 5 * BATCH + WINDOW)
+    local = replace(turn, model_server=LOCAL_SERVER, waits_for_folds=True)
+    folding = GatedModel()
+    service.background.open()
+    idle = idle_while_no_turn_waits(service, LOCAL_SERVER)
+    assert service.background.start(key, lambda: service.fold_after_turn(local, folding, idle), server=LOCAL_SERVER)
+    asyncio.get_running_loop().call_later(0.3, folding.gate.set)
+
+    new_turn = Turn(key, WINDOW, rows[-1].id, model_server=LOCAL_SERVER, waits_for_folds=True)
+    history = await service.build_history(new_turn, ScriptedChatModel())
+
+    assert (await row(sessions, key)).folded_count == BATCH  # one batch landed, the fold then stopped for the turn
+    assert len(folding.calls) == 1
+    assert history.summary  # the turn sends it
+    assert history.fold_due  # and the rest folds after its answer
+    assert not running_folds()
+    await service.background.close()
+
+
 async def test_a_turn_waits_no_longer_than_the_fold_timeout(sessions, clock, key, captured_logs):
     service = SessionMemoryService(
         sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.3)

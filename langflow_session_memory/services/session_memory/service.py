@@ -116,18 +116,28 @@ class SessionMemoryService:
         """
         return await self._build(turn, llm, Mode.COMPACT)
 
-    async def fold_after_turn(self, turn: Turn, llm: BaseChatModel) -> None:
+    async def fold_after_turn(self, turn: Turn, llm: BaseChatModel, go_on: Callable[[], bool] = lambda: False) -> None:
         """Fold every full batch ``turn`` left unfolded, after its answer: the same claim, checks and commit.
 
-        Its tokens are kept on the row and reported with the session's next turn. It never
-        raises: it runs after the answer, where nobody would see an error; a failure is logged.
+        On a self-hosted server (``turn.waits_for_folds``) a fold is one batch, and the next
+        follows while ``go_on()`` (no turn waits for that server), at most the policy's
+        ``idle_batches``: a backlog folds while the user reads, and a turn that comes waits for
+        the batch under way only. Its tokens are kept on the row and reported with the
+        session's next turn. It never raises: it runs after the answer, where nobody would see
+        an error; a failure is logged.
         """
+        for _ in range(self.policy.idle_batches if turn.waits_for_folds else 1):
+            if not await self._fold_once_after(turn, llm) or not go_on():
+                return
+
+    async def _fold_once_after(self, turn: Turn, llm: BaseChatModel) -> bool:
+        """One fold after the answer, as planned from the row now; whether it folded (a failure is logged)."""
         started = time.perf_counter()
         try:
             reading = await self._read(turn)
             plan = self.planner.plan(turn, reading, Mode.AFTER_ANSWER, may_fold=True)
             if not plan.batches:
-                return
+                return False
             cost = await self.folds.run(turn, reading.state, plan.batches, Mode.AFTER_ANSWER, llm)
             if cost.usage:
                 async with self.sessions() as session:
@@ -136,6 +146,8 @@ class SessionMemoryService:
         except Exception as error:  # noqa: BLE001 - after the answer nobody sees an error; logged, the next turn retries
             latency_ms = round((time.perf_counter() - started) * 1000)
             await self.folds.log_failure(turn.key, error, Mode.AFTER_ANSWER, latency_ms=latency_ms)
+            return False
+        return cost.folded > 0
 
     async def record_call_size(self, key: SessionKey, tokens: int | None) -> None:
         """Keep (or clear) the size of the last model call of this key's turn, for the next early-fold check."""

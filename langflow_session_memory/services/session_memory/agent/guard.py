@@ -105,9 +105,15 @@ class CallReductions:
 
 @dataclass
 class RunState:
-    """What one run of the Agent carries from hook to hook: its model, the calls it made, its Turn (None where
-    memory does not apply), the model that folds for it and the embedding model connected, the history it got,
-    and what fitting its calls to the window changed."""
+    """What one attempt of an Agent run carries from hook to hook: its model, the calls it made, its Turn (None
+    where memory does not apply), the model that folds for it and the embedding model connected, the history it
+    got, and what fitting its calls to the window changed.
+
+    Created whole by the attempt's first model (:func:`begin_run`) and never reset piecemeal: lfx re-runs an
+    attempt after a model remediation from its first model on, so nothing of the attempt before is carried.
+    ``history_read`` and ``agent_built`` say where the attempt is: lfx builds its model a second time, to build
+    the agent, after the history was read.
+    """
 
     model: BaseChatModel | None = None
     calls: ModelCalls | None = None
@@ -116,10 +122,24 @@ class RunState:
     embedder: Embeddings | None = None
     history: History | None = None
     reductions: CallReductions = field(default_factory=CallReductions)
+    history_read: bool = False
+    agent_built: bool = False
+
+    @property
+    def builds_the_agent(self) -> bool:
+        """Whether a model asked for now is the one lfx builds the agent with, after this attempt read its history."""
+        return self.model is not None and self.history_read and not self.agent_built
+
+
+def begin_run(component, model: BaseChatModel | None = None, calls: ModelCalls | None = None) -> RunState:
+    """A new attempt's state, with the model it runs and the counter of its calls, in place of the one before."""
+    state = RunState(model=model, calls=calls)
+    setattr(component, STATE_ATTRIBUTE, state)
+    return state
 
 
 def run_state(component) -> RunState:
-    """The run's state, kept on the component (one attribute) from the model's creation to the answer."""
+    """The attempt's state, kept on the component (one attribute) from the model's creation to the answer."""
     state = getattr(component, STATE_ATTRIBUTE, None)
     if not isinstance(state, RunState):
         state = RunState()
@@ -188,7 +208,9 @@ async def begin_turn(component) -> Turn | None:
     model that folds for it, so no later hook reads the component again. None where memory does not apply or
     reading it failed (logged without any text)."""
     state = run_state(component)
-    state.turn, state.fold_model, state.embedder = None, None, None
+    if state.history_read:  # no model began this attempt (its hook failed): nothing of the one before is kept
+        state = begin_run(component)
+    state.history_read = True
     try:
         turn = memory_turn(component)
         if turn is not None:

@@ -22,6 +22,7 @@ from langflow_session_memory.services.session_memory.agent import playground, pr
 from langflow_session_memory.services.session_memory.agent.call_fit_middleware import CallFitMiddleware
 from langflow_session_memory.services.session_memory.agent.guard import (
     ModelCalls,
+    begin_run,
     begin_turn,
     configured_context_window,
     memory_switched_on,
@@ -74,23 +75,31 @@ __all__ = [
 
 
 def agent_model(component, llm):
-    """The Agent's model for this run, asked to report usage, with a counter of its calls.
+    """The Agent's model for this attempt, asked to report usage, with a counter of its calls.
 
     Some OpenAI-compatible providers report token usage only when asked
-    (``stream_usage``); the early fold needs it. Kept for the run so the fold uses the very
-    model the Agent runs, without building a second one.
+    (``stream_usage``); the early fold needs it. lfx builds a model twice an attempt: the first
+    begins the attempt (:func:`guard.begin_run`); the second, to build the agent once the
+    history was read, is answered with the first, so the Agent runs the very model that folds
+    for it and whose calls are counted.
     """
-    return stock_on_failure("agent_model", llm, lambda: _counted_model(component, llm))
+    return stock_on_failure("agent_model", llm, lambda: _attempt_model(component, llm))
 
 
-def _counted_model(component, llm):
+def _attempt_model(component, llm):
+    state = run_state(component)
+    if state.builds_the_agent:
+        state.agent_built = True
+        return state.model
     if hasattr(llm, "stream_usage") and not llm.stream_usage:
         llm.stream_usage = True
     calls = ModelCalls()
     if hasattr(llm, "callbacks"):
         llm.callbacks = [*(handler for handler in llm.callbacks or [] if not isinstance(handler, ModelCalls)), calls]
-    state = run_state(component)
-    state.model, state.calls = llm, calls
+    if state.model is None and state.history_read:  # asked for by the history hook of an attempt no model began
+        state.model, state.calls = llm, calls
+    else:
+        begin_run(component, llm, calls)
     return llm
 
 
@@ -102,19 +111,26 @@ def agent_middleware(component, llm, middleware: list) -> list:
 
 
 def _with_our_middleware(component, llm, middleware: list) -> list:
-    declared = configured_context_window(component) or None
+    """Built once the attempt's Turn is read: its window is the Turn's (the component is read only where memory
+    does not apply to the run)."""
+    state = run_state(component)
+    if state.turn is not None:
+        declared, window = state.turn.declared_window, state.turn.context_window
+    else:
+        declared = configured_context_window(component) or None
+        window = context_size.context_window(llm, declared)
     fit = CallFitMiddleware(
-        window=context_size.context_window(llm, declared),
+        window=window,
         declared_window=declared,
         result_share=tool_result_share(),
-        summary=lambda: _summary_sent(component),
-        report=run_state(component).reductions.add,
+        summary=lambda: _summary_sent(state),
+        report=state.reductions.add,
     )
-    return [*middleware, fit, *prompt_caching.cache_breakpoints(llm, lambda: _summary_sent(component))]
+    return [*middleware, fit, *prompt_caching.cache_breakpoints(llm, lambda: _summary_sent(state))]
 
 
-def _summary_sent(component) -> str | None:
-    history = run_state(component).history
+def _summary_sent(state) -> str | None:
+    history = state.history
     return summary_text(history.summary) if history is not None and history.summary else None
 
 
@@ -129,7 +145,6 @@ async def history_with_memory(component, stock: Callable[[], Awaitable[list[Mess
     The run's Turn is read here, once (:func:`guard.begin_turn`): every later hook is handed it.
     """
     state = run_state(component)
-    state.history = None
     await begin_turn(component)
     built = await with_memory(
         state, lambda service, turn: service.build_history(turn, state.fold_model, state.embedder)
@@ -199,7 +214,12 @@ async def _fold_after_answer(component) -> None:
 
     async def fold(service, turn):
         if service.background.available():
-            service.background.start(turn.key, lambda: service.fold_after_turn(turn, llm), server=model_url(llm))
+            server = model_url(llm)
+
+            def idle() -> bool:  # asked by the fold between batches: a turn waiting for the server stops it
+                return not service.background.turn_waits(server)
+
+            service.background.start(turn.key, lambda: service.fold_after_turn(turn, llm, idle), server=server)
         else:
             await service.fold_after_turn(turn, llm)
 

@@ -32,6 +32,7 @@ class BackgroundFolds:
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _running: dict[SessionKey, asyncio.Task] = field(default_factory=dict, repr=False)
     _servers: dict[SessionKey, str | None] = field(default_factory=dict, repr=False)
+    _turns_waiting: dict[str | None, int] = field(default_factory=dict, repr=False)
 
     def open(self) -> None:
         """Run folds on the current event loop from now on: the server's, for its whole life."""
@@ -77,11 +78,19 @@ class BackgroundFolds:
         if not tasks or not self.available():
             return
         started = time.perf_counter()
-        _done, running = await asyncio.wait(tasks, timeout=timeout_seconds)
+        self._turns_waiting[server] = self._turns_waiting.get(server, 0) + 1
+        try:
+            _done, running = await asyncio.wait(tasks, timeout=timeout_seconds)
+        finally:
+            self._turns_waiting[server] -= 1
         waited_ms = round((time.perf_counter() - started) * 1000)
         await logger.ainfo(
             f"{log_events.FOLD_WAITED} waited_ms={waited_ms} folds={len(tasks)} still_running={len(running)}"
         )
+
+    def turn_waits(self, server: str | None) -> bool:
+        """Whether a turn waits for the folds on ``server``: a fold there stops after the batch under way."""
+        return self._turns_waiting.get(server, 0) > 0
 
     async def close(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop taking folds and cancel the running ones; each releases its claim as it ends."""

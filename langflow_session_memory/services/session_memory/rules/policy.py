@@ -21,16 +21,18 @@ T = TypeVar("T")
 class FoldPolicy:
     """``batch_size`` messages are folded at a time; a turn (or the fold after its answer) folds at most
     ``max_batches``, a compaction ``compaction_max_batches``; a turn sends at most ``raw_gap_batches``
-    batches of unfolded messages raw. Each batch must fold within ``fold_timeout_seconds``; a failure
-    pauses folding for the session for ``pause``. A turn whose request would pass ``early_fold_share``
-    of the known window folds first. Raw messages waiting beyond the window fold at once past
-    ``waiting_tokens`` (the operator's), else ``waiting_share`` of the known window, else
+    batches of unfolded messages raw. On a self-hosted server a fold after an answer folds one batch after
+    another while no turn waits, at most ``idle_batches``. Each batch must fold within
+    ``fold_timeout_seconds``; a failure pauses folding for the session for ``pause``. A turn whose request
+    would pass ``early_fold_share`` of the known window folds first. Raw messages waiting beyond the window
+    fold at once past ``waiting_tokens`` (the operator's), else ``waiting_share`` of the known window, else
     ``unknown_window_waiting_tokens``."""
 
     batch_size: int = 20
     max_batches: int = 3
     raw_gap_batches: int = 2
     compaction_max_batches: int = 10
+    idle_batches: int = 20
     fold_timeout_seconds: float = 60.0
     pause: timedelta = FOLD_PAUSE
     early_fold_share: float = 0.8
