@@ -136,6 +136,9 @@ def memory_step(page: Page):
     return page.locator("button[aria-controls]", has_text=re.compile(STEP_NAME, re.IGNORECASE))
 
 
+STEP_OPEN_ATTEMPTS = 5
+
+
 def opened_memory_step(page: Page, steps: int = 1):
     """Open the newest answer's step if it is collapsed, and return the region that shows its arguments and output.
 
@@ -143,10 +146,21 @@ def opened_memory_step(page: Page, steps: int = 1):
     """
     toggles = memory_step(page)
     expect(toggles).to_have_count(steps)
-    toggle = toggles.last
-    if toggle.get_attribute("aria-expanded") != "true":
-        toggle.click()
-    return page.locator(f"[id='{toggle.get_attribute('aria-controls')}']")
+    # The Playground renders an answer again once it is stored, which can close a step opened (or shown open)
+    # while it streamed: open it until its region stays visible.
+    for _ in range(STEP_OPEN_ATTEMPTS):
+        toggle = toggles.last
+        if toggle.get_attribute("aria-expanded") != "true":
+            toggle.click()
+        region = page.locator(f"[id='{toggle.get_attribute('aria-controls')}']")
+        try:
+            expect(region).to_be_visible(timeout=5_000)
+            page.wait_for_timeout(1_000)
+            expect(region).to_be_visible(timeout=1_000)
+        except AssertionError:
+            continue
+        return region
+    return region
 
 
 def agent_on_canvas(page: Page):
