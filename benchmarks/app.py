@@ -19,7 +19,6 @@ from benchmarks.inprocess import LogTail
 from langflow_session_memory.bundled_server.langflow_env import import_langflow_main, langflow_environment
 
 STARTER_FLOW = ("initial_setup", "starter_projects", "Simple Agent.json")
-SETTLE_TIMEOUT_S = 600  # three batches of a slow local model's folds
 
 
 class LangflowApp:
@@ -102,8 +101,13 @@ class LangflowApp:
         import asyncio
 
         from langflow_session_memory.services.session_memory.folding.background import settle_folds
+        from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 
-        self.http.portal.call(lambda: asyncio.wait_for(settle_folds(), SETTLE_TIMEOUT_S))
+        # After one answer a self-hosted server's backlog folds batch after batch (a 260-message backlog: 13 folds
+        # of about 30 s on 2 cores), so the wait is what the policy lets those folds take, not a fixed figure.
+        policy = get_session_memory_service().policy
+        timeout = policy.claim(policy.idle_batches).total_seconds()
+        self.http.portal.call(lambda: asyncio.wait_for(settle_folds(), timeout))
 
     def last_answer(self, session_id: str) -> tuple[str, dict]:
         """The Agent's last stored message in the session: its text and the usage Langflow stored with it."""

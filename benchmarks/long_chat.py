@@ -67,7 +67,8 @@ class Result:
     configuration: Configuration
     answers: list[tuple[ChattyFact, str]] = field(default_factory=list)
     turn_seconds: list[float] = field(default_factory=list)
-    windows: list[tuple[float, float]] = field(default_factory=list)  # when its requests were served
+    # When each turn's requests were served: (sent, answered, folds after the answer settled).
+    windows: list[tuple[float, float, float]] = field(default_factory=list)
     folded: int = 0
     folds: list[dict] = field(default_factory=list)
     problems: list[dict] = field(default_factory=list)
@@ -117,8 +118,9 @@ def timed_turn(app: LangflowApp, result: Result, flow_id: str, text: str, sessio
     started_at, started = time.time(), time.perf_counter()
     app.run(flow_id, text, session_id, tweaks)
     result.turn_seconds.append(time.perf_counter() - started)
+    answered_at = time.time()
     app.settle_folds()  # a user reads the answer before writing again; the fold after it lands
-    result.windows.append((started_at, time.time()))
+    result.windows.append((started_at, answered_at, time.time()))
     return app.last_answer(session_id)[0]
 
 
@@ -156,15 +158,19 @@ def run_oracle(app: LangflowApp, flow: tuple[str, str], session: ChattySession) 
     return result
 
 
-def server_tokens(result: Result, server_log: Path | None) -> int | None:
-    """The prompt tokens the model server counted for the configuration's requests, folds included."""
+def server_tokens(result: Result, server_log: Path | None, *, folds_only: bool = False) -> int | None:
+    """The prompt tokens the model server counted for the configuration's requests, folds included; with
+    ``folds_only``, those of the requests made after an answer, while the user reads (the folds after answers)."""
     if server_log is None or not server_log.exists():
         return None
     entries = [json.loads(line) for line in server_log.read_text().splitlines() if line.strip()]
     return sum(
         entry["prompt_tokens"]
         for entry in entries
-        if any(start <= entry["started"] < end for start, end in result.windows)
+        if any(
+            (answered if folds_only else sent) <= entry["started"] < settled
+            for sent, answered, settled in result.windows
+        )
     )
 
 
@@ -195,19 +201,22 @@ def section(results: list[Result], *, name: str, seconds: float, session, server
             else []
         ),
         "",
-        "| configuration | right answers | prompt tokens (server) | vs stock N=100 | turn s, median | turn s, max "
+        "| configuration | right answers | prompt tokens (server) | vs stock N=100 | of them, folds after answers "
+        "| turn s, median | turn s, max "
         "| messages folded | folds | fold s, median | fold s, total | failed folds "
         "| turns with excerpts (by meaning) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in results:
         tokens = server_tokens(result, server_log)
         ratio = f"{tokens / stock_tokens:.2f}x" if tokens is not None and stock_tokens else "-"
         counted = f"{tokens:,}" if tokens is not None else "-"
+        fold_tokens = server_tokens(result, server_log, folds_only=True)
+        folds_counted = f"{fold_tokens:,}" if fold_tokens is not None else "-"
         fold_seconds = [int(fold.get("latency_ms", 0)) / 1000 for fold in result.folds]
         lines.append(
             f"| {result.configuration.label} | {result.correct}/{len(result.answers)} | "
-            f"{counted} | {ratio} | {statistics.median(result.turn_seconds):.1f} | "
+            f"{counted} | {ratio} | {folds_counted} | {statistics.median(result.turn_seconds):.1f} | "
             f"{max(result.turn_seconds):.1f} | {result.folded} | {len(result.folds)} | "
             f"{statistics.median(fold_seconds) if fold_seconds else 0:.1f} | {sum(fold_seconds):.0f} | "
             f"{len(result.problems)} | "

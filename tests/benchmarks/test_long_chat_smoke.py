@@ -50,6 +50,6 @@ def test_every_configuration_is_reported_and_the_switch_folds_without_a_failure(
         "oracle: only the messages that answer, stock Agent, N=10",
     }
     switch = table["switch on, N=10, defaults"]
-    assert int(switch[6]) > 100  # messages folded: the stored backlog
-    assert switch[10] == "0"  # failed folds
-    assert table["switch on, N=10, defaults + Embedding Model"][10] == "0"
+    assert int(switch[7]) > 100  # messages folded: the stored backlog
+    assert switch[11] == "0"  # failed folds
+    assert table["switch on, N=10, defaults + Embedding Model"][11] == "0"

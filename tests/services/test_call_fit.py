@@ -11,20 +11,19 @@ from langchain_openai import ChatOpenAI
 
 from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
 from langflow_session_memory.services.session_memory.agent.call_fit_middleware import CallFitMiddleware
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import clipping, token_estimate
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, summary_text
 from langflow_session_memory.services.session_memory.rules.call_fit import (
+    CLIP_MARKER,
     MIN_CLIPPED_TOKENS,
     after_tool,
-    clipped_text,
     compacted,
     fit_call,
-    message_tokens,
     retry_target,
-    sizes,
     water_level,
 )
 from langflow_session_memory.services.session_memory.rules.context_size import ContextTooLongError, window_named_in
+from langflow_session_memory.services.session_memory.rules.token_estimate import message_tokens, messages_tokens
 from tests.services.test_overflow_signals import OVERFLOW_TEXTS
 from tests.services.token_samples import url_page_table
 
@@ -138,7 +137,9 @@ def test_fitting_keeps_every_call_with_its_result_and_fits_whenever_the_turn_s_o
     assert all(
         message_tokens(a) <= message_tokens(b) for a, b in zip(kept_turn, messages[-len(kept_turn) :], strict=True)
     )
-    floor = 200 + sizes(history(0)) + sizes([m for m in kept_turn if not isinstance(m, ToolMessage)])
+    floor = (
+        200 + messages_tokens(history(0)) + messages_tokens([m for m in kept_turn if not isinstance(m, ToolMessage)])
+    )
     if floor + MIN_CLIPPED_TOKENS * len(results) <= limit:
         assert fitted.size <= limit
     assert fitted.size <= fitted.reduction.size_before
@@ -158,8 +159,8 @@ def test_the_water_level_frees_enough_unless_it_reached_its_floor(sizes_, excess
 
 @given(text=st.text(min_size=0, max_size=5_000), cap=st.integers(60, 2_000))
 def test_a_clipped_text_fits_its_cap_and_keeps_its_start(text, cap):
-    clipped = clipped_text(text, cap)
-    assert context_size.estimate_tokens(clipped) <= cap
+    clipped = clipping.clipped(text, cap, CLIP_MARKER)
+    assert token_estimate.estimate_tokens(clipped) <= cap
     kept = clipped.split("\n[... ")[0]
     assert text.startswith(kept)
 
@@ -189,7 +190,9 @@ def test_a_padded_dataframe_clipped_keeps_the_page_s_first_line_not_its_padding(
     )
     head = fitted.messages[-1].content[:300]
     assert "Release 7.2 ships on 3 March" in head
-    assert "Release 7.2 ships on 3 March" not in clipped_text(table, 1_000)[:300]  # what clipping alone kept
+    assert (
+        "Release 7.2 ships on 3 March" not in clipping.clipped(table, 1_000, CLIP_MARKER)[:300]
+    )  # what clipping alone kept
 
 
 @given(refused=st.integers(1, 1_000_000), limit=st.one_of(st.none(), st.integers(1, 1_000_000)))

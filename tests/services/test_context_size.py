@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langflow_session_memory.services.session_memory.rules.context_size import estimate_tokens
 from langflow_session_memory.services.session_memory.rules.planner import plan_fold, raw_window_start
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
+from langflow_session_memory.services.session_memory.rules.token_estimate import estimate_tokens
 
 BATCH = DEFAULT_POLICY.batch_size
 

@@ -3,7 +3,6 @@
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from langflow_session_memory.services.session_memory.rules.context_size import estimate_tokens
 from langflow_session_memory.services.session_memory.rules.recall import (
     CANDIDATES_PER_WORD,
     MIN_EXCERPT_SCORE,
@@ -14,6 +13,7 @@ from langflow_session_memory.services.session_memory.rules.recall import (
     unheld,
     word_weights,
 )
+from langflow_session_memory.services.session_memory.rules.token_estimate import estimate_tokens
 from langflow_session_memory.services.session_memory.storage.messages import Candidate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

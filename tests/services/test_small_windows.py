@@ -8,7 +8,7 @@ the log and still opens with a user message.
 import itertools
 from datetime import timedelta
 
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import token_estimate
 from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
@@ -36,7 +36,7 @@ def long_gap_session(key, gap: int):
 
 
 def request_tokens(history, fixed: int = 0) -> int:
-    return fixed + context_size.estimated_size(message.text for message in history.messages)
+    return fixed + token_estimate.estimated_size(message.text for message in history.messages)
 
 
 async def pause(sessions, key, clock) -> None:
@@ -49,7 +49,7 @@ async def test_the_raw_gap_counts_toward_the_early_fold(service, sessions, key):
     rows = await store_rows(sessions, long_gap_session(key, LONG_GAP))
     turn = Turn(key, WINDOW, rows[-1].id, context_window=CONTEXT_WINDOW)
     stock_window = [r.text for r in rows[-WINDOW:-1]]
-    assert context_size.estimated_size(r.text for r in rows[:-1]) > CONTEXT_WINDOW  # gap and window overflow
+    assert token_estimate.estimated_size(r.text for r in rows[:-1]) > CONTEXT_WINDOW  # gap and window overflow
 
     model = ScriptedChatModel()
     history = await service.build_history(turn, model)
@@ -71,7 +71,7 @@ async def test_a_paused_session_near_the_window_sends_no_more_than_the_stock_age
 
     stock = rows[-WINDOW:-1]  # what the stock Agent sends at the same N
     assert [m.text for m in history.messages if m.text != HISTORY_START_NOTE] == [r.text for r in stock]
-    assert request_tokens(history) <= context_size.estimated_size(r.text for r in stock) + 30
+    assert request_tokens(history) <= token_estimate.estimated_size(r.text for r in stock) + 30
     trimmed = [log["event"] for log in captured_logs if log["event"].startswith("session_memory_history_trimmed")]
     assert trimmed == [
         f"session_memory_history_trimmed left_out={LONG_GAP} reason=context_window summary_sent=False "

@@ -8,7 +8,7 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from lfx.base.models import model_remediation
 
-from langflow_session_memory.services.session_memory.rules.context_size import estimate_tokens, estimated_size
+from langflow_session_memory.services.session_memory.rules.token_estimate import estimate_tokens, estimated_size
 from langflow_session_memory.services.session_memory.summary.model_call import (
     FOLD_OUTPUT_TOKENS,
     FOLD_REASONING_OUTPUT_TOKENS,

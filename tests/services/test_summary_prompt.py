@@ -2,6 +2,7 @@
 
 from langchain_openai import ChatOpenAI
 
+from langflow_session_memory.services.session_memory.rules.token_estimate import estimate_tokens
 from langflow_session_memory.services.session_memory.summary.model_call import (
     FOLD_OUTPUT_TOKENS,
     output_budget,
@@ -61,4 +62,8 @@ def test_long_messages_on_a_small_window_fold_in_several_requests_in_order():
     budget = fold_budget(FOLD_OUTPUT_TOKENS, 2048)
     huge = transcript_chunks([ChatLine("User", "x" * 50_000)], budget)
     assert len(huge) == 1
-    assert len(huge[0][0].text) < budget.transcript_tokens * 4 + 50  # clipped to one request, with its marker
+    clipped = huge[0][0].text
+    assert estimate_tokens(clipped) <= budget.transcript_tokens  # clipped to one request, its marker included
+    assert clipped.startswith("x" * 100)
+    assert clipped.endswith("x" * 100)
+    assert "more characters ...]" in clipped

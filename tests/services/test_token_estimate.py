@@ -9,8 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from lfx.schema.message import Message
 
-from langflow_session_memory.services.session_memory.rules.context_size import estimate_tokens
+from langflow_session_memory.services.session_memory.rules.token_estimate import (
+    estimate_tokens,
+    message_tokens,
+    messages_tokens,
+    text_of,
+)
 from tests.services.token_samples import digest, samples
 
 RECORD = json.loads((Path(__file__).parent / "token_counts.json").read_text())
@@ -45,3 +52,25 @@ def test_a_table_s_padding_costs_what_tokenizers_charge_for_it_not_a_token_per_f
     # 200,000 spaces: Qwen2.5 and OpenAI's tokenizers count 1,563 tokens, Gemma 3's 6,452 (runs of up to 128 and
     # 31 spaces); characters / 4 made it 50,000, and clipped a page whose padding was a third of it.
     assert 1_563 < estimate_tokens(" " * 200_000) < 6_452
+
+
+def test_a_message_s_text_is_its_text_blocks_and_its_size_counts_the_tools_it_calls():
+    # Anthropic's answer: text blocks around a tool_use block, which the call fitting read as an empty line.
+    answer = AIMessage(
+        content=[
+            {"type": "text", "text": "Looking it up."},
+            {"type": "tool_use", "id": "t1", "name": "search", "input": {"query": "guinea pig"}},
+            "Done.",
+        ],
+        tool_calls=[{"id": "t1", "name": "search", "args": {"query": "guinea pig"}}],
+    )
+    assert text_of(answer) == "Looking it up.Done."
+    assert message_tokens(answer) == estimate_tokens(text_of(answer)) + estimate_tokens('{"query": "guinea pig"}')
+    assert messages_tokens([answer, HumanMessage("hi")]) == message_tokens(answer) + estimate_tokens("hi")
+
+
+def test_a_langflow_message_still_streaming_has_no_text_to_count():
+    streaming = Message(text="")
+    streaming.text = iter(["partial"])
+    assert text_of(streaming) == ""
+    assert text_of(Message(text="Oscar")) == "Oscar"

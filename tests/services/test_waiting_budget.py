@@ -7,7 +7,7 @@ no window known, and while folding cannot run they are left out.
 
 from dataclasses import replace
 
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import token_estimate
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.storage import messages, store
@@ -28,13 +28,13 @@ def pasted_session(key, pastes: int):
 
 
 def stock_size(rows) -> int:
-    return context_size.estimated_size(r.text for r in rows[-WINDOW:-1])
+    return token_estimate.estimated_size(r.text for r in rows[-WINDOW:-1])
 
 
 async def test_pastes_waiting_over_the_budget_are_folded_at_once_with_no_window_known(service, sessions, key):
     rows = await store_rows(sessions, pasted_session(key, 3))
     turn = Turn(key, WINDOW, rows[-1].id)  # no context window: the fixed 16,000-token budget
-    assert context_size.estimated_size(r.text for r in rows[:6]) > DEFAULT_POLICY.unknown_window_waiting_tokens
+    assert token_estimate.estimated_size(r.text for r in rows[:6]) > DEFAULT_POLICY.unknown_window_waiting_tokens
 
     model = ScriptedChatModel()
     history = await service.build_history(turn, model)
@@ -42,7 +42,7 @@ async def test_pastes_waiting_over_the_budget_are_folded_at_once_with_no_window_
     assert len(model.calls) == 1  # one fold of the 6 waiting messages, a partial batch
     assert (await row(sessions, key)).folded_count == 6
     assert [m.text for m in history.messages][2:] == [r.text for r in rows[-WINDOW:-1]]
-    summary = context_size.estimated_size(message.text for message in history.messages[:2])
+    summary = token_estimate.estimated_size(message.text for message in history.messages[:2])
     assert summary < 150
     assert request_tokens(history) <= stock_size(rows) + summary  # the stock Agent's window and the summary
     assert (history.waiting.messages, history.waiting.over) == (6, True)

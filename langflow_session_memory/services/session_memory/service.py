@@ -25,7 +25,7 @@ from langflow_session_memory.services.session_memory.embeddings import EMBEDDED_
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules import context_size, meaning, recall
+from langflow_session_memory.services.session_memory.rules import meaning, recall, token_estimate
 from langflow_session_memory.services.session_memory.rules.assembly import history_messages
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlan, TurnPlanner, Waiting
 from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
@@ -68,7 +68,7 @@ class History:
     @property
     def excerpt_tokens(self) -> int:
         """The estimated size of the older messages quoted for this turn."""
-        return context_size.estimated_size(excerpt.text for excerpt in self.excerpts)
+        return token_estimate.estimated_size(excerpt.text for excerpt in self.excerpts)
 
 
 class SessionMemoryService:

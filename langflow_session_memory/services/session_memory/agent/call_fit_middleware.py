@@ -18,7 +18,7 @@ from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules import call_fit, context_size
+from langflow_session_memory.services.session_memory.rules import call_fit, context_size, token_estimate
 from langflow_session_memory.services.session_memory.rules.call_fit import FIT_RATIO, FittedCall, Reduction
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
 
@@ -63,7 +63,7 @@ class CallFitMiddleware(AgentMiddleware):
         try:
             return await handler(sent)
         except Exception as error:
-            size = fixed + call_fit.sizes(sent.messages)
+            size = fixed + token_estimate.messages_tokens(sent.messages)
             if not self._refused(error, size):
                 raise
             await logger.awarning(
@@ -120,7 +120,7 @@ class CallFitMiddleware(AgentMiddleware):
 def fixed_tokens(request: ModelRequest) -> int:
     """The estimated tokens of what fitting does not change: the system prompt and the tools' schemas."""
     system = request.system_message
-    system_tokens = context_size.estimate_tokens(call_fit.text_of(system)) if system is not None else 0
+    system_tokens = token_estimate.estimate_tokens(token_estimate.text_of(system)) if system is not None else 0
     return system_tokens + sum(
-        context_size.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in request.tools
+        token_estimate.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in request.tools
     )

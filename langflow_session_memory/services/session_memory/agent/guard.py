@@ -27,7 +27,7 @@ from lfx.utils.langflow_utils import has_langflow_db_backend
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.agent.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules import context_size, usage
+from langflow_session_memory.services.session_memory.rules import context_size, token_estimate, usage
 from langflow_session_memory.services.session_memory.rules.call_fit import Reduction
 from langflow_session_memory.services.session_memory.rules.recall import MAX_QUERY_CHARACTERS
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
@@ -59,9 +59,7 @@ class ModelCalls(AsyncCallbackHandler):
 
     async def on_chat_model_start(self, _serialized, messages, **_kwargs) -> None:
         self.started += 1
-        self._prompt_estimate = context_size.estimated_size(
-            message.text if isinstance(message.text, str) else str(message.content) for message in messages[0]
-        )
+        self._prompt_estimate = token_estimate.messages_tokens(messages[0])
 
     async def on_llm_end(self, response, **_kwargs) -> None:
         """The call's size as the provider reported it; estimated when it reported none (llama.cpp's streams)."""
@@ -199,8 +197,7 @@ def fold_model_of(component) -> BaseChatModel:
 
 def request_tokens(turn: Turn, messages) -> int:
     """The estimated size of the Agent's request with ``messages`` as its history."""
-    texts = (getattr(message, "text", "") for message in messages)
-    return turn.fixed_tokens + context_size.estimated_size(text if isinstance(text, str) else "" for text in texts)
+    return turn.fixed_tokens + token_estimate.estimated_size(token_estimate.text_of(message) for message in messages)
 
 
 async def begin_turn(component) -> Turn | None:
@@ -319,8 +316,8 @@ def _fixed_tokens(component) -> int:
     given = getattr(component, "input_value", None)
     input_text = given.text if isinstance(given, Message) else given
     return (
-        context_size.estimate_tokens(getattr(component, "system_prompt", None) or "")
-        + context_size.estimate_tokens(input_text if isinstance(input_text, str) else "")
+        token_estimate.estimate_tokens(getattr(component, "system_prompt", None) or "")
+        + token_estimate.estimate_tokens(input_text if isinstance(input_text, str) else "")
         + _tools_tokens(component)
     )
 
@@ -338,7 +335,7 @@ def _tools_tokens(component) -> int:
             (search_switched_on(component), TOOL_NAME, tool_schema_tokens()),
         )
     ]
-    return sum(context_size.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in tools) + sum(
+    return sum(token_estimate.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in tools) + sum(
         size for missing, size in added_later if missing
     )
 

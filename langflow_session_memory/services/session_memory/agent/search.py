@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import token_estimate
 from langflow_session_memory.services.session_memory.rules.recall import excerpt
 from langflow_session_memory.services.session_memory.storage.messages import Candidate
 
@@ -36,7 +36,7 @@ class SearchQuery(BaseModel):
 def tool_schema_tokens() -> int:
     """The estimated size of the tool's schema, which goes with every request of a turn that offers it."""
     function = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": SearchQuery.model_json_schema()}
-    return context_size.estimate_tokens(json.dumps({"type": "function", "function": function}))
+    return token_estimate.estimate_tokens(json.dumps({"type": "function", "function": function}))
 
 
 @dataclass(frozen=True)

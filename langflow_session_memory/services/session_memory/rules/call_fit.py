@@ -19,20 +19,23 @@ the turn, so every tool call keeps its result and every result its call; what th
 and Langflow store is not changed (only the request sent is).
 """
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import clipping
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT
+from langflow_session_memory.services.session_memory.rules.token_estimate import (
+    message_tokens,
+    messages_tokens,
+    text_of,
+)
 
 FIT_RATIO = 0.9  # a call estimated above this share of the window is reduced: the rest is its answer's
 RETRY_SHRINK = 0.5  # a refused call whose size we underestimated is retried at this share of our estimate
 MIN_CLIPPED_TOKENS = 200  # a clipped result keeps at least this much of its head and tail
-HEAD_SHARE = 0.75  # of what a clipped result keeps, the part from its start
 CLIP_MARKER = (
     "\n[... {cut:,} of {total:,} characters of this tool result were cut here to fit the model's context window; "
     "call the tool again with a narrower request to see that part ...]\n"
@@ -91,7 +94,7 @@ def fit_call(
     reduced. The result may still not fit (the user's message alone is too large): its size says so.
     """
     start = turn_start(messages)
-    size_before = fixed_tokens + sizes(messages)
+    size_before = fixed_tokens + messages_tokens(messages)
     if start is None:
         return FittedCall(list(messages), Reduction(size_before, size_before))
     history, turn = list(messages[:start]), list(messages[start:])
@@ -99,16 +102,16 @@ def fit_call(
         i: result_cap for i in _read_results(turn) if result_cap is not None and message_tokens(turn[i]) > result_cap
     }
     left_out = 0
-    if fixed_tokens + sizes(history) + sum(_capped_sizes(turn, caps).values()) > limit:
+    if fixed_tokens + messages_tokens(history) + sum(_capped_sizes(turn, caps).values()) > limit:
         kept = summary_history(history, summary)
         left_out, history = len(history) - len(kept), kept
-        caps = _caps_to_fit(turn, caps, room=limit - fixed_tokens - sizes(history))
+        caps = _caps_to_fit(turn, caps, room=limit - fixed_tokens - messages_tokens(history))
     fitted = [_clipped(message, caps[i]) if i in caps else message for i, message in enumerate(turn)]
     return FittedCall(
         [*history, *fitted],
         Reduction(
             size_before=size_before,
-            size_after=fixed_tokens + sizes(history) + sizes(fitted),
+            size_after=fixed_tokens + messages_tokens(history) + messages_tokens(fitted),
             history_left_out=left_out,
             results_clipped=len(caps),
             result_tokens_before=sum(message_tokens(turn[i]) for i in caps),
@@ -133,29 +136,6 @@ def summary_history(history: Sequence[BaseMessage], summary: str | None) -> list
     return [HumanMessage(content=summary), AIMessage(content=SUMMARY_ACKNOWLEDGEMENT)]
 
 
-def sizes(messages: Sequence[BaseMessage]) -> int:
-    return sum(message_tokens(message) for message in messages)
-
-
-def message_tokens(message: BaseMessage) -> int:
-    """One message's estimated tokens: its text, and the arguments of the tools it calls."""
-    calls = getattr(message, "tool_calls", None) or []
-    return context_size.estimate_tokens(text_of(message)) + sum(
-        context_size.estimate_tokens(json.dumps(call.get("args") or {})) for call in calls
-    )
-
-
-def text_of(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "\n".join(
-        block if isinstance(block, str) else str(block.get("text", ""))
-        for block in content
-        if isinstance(block, str | dict)
-    )
-
-
 def compacted(text: str) -> str:
     """``text`` without its padding: spaces and tabs that end a line go, a run of them inside a line becomes one
     space, indentation keeps at most :data:`MAX_INDENT`, and blank lines at most one in a row. Words,
@@ -170,28 +150,6 @@ def _compacted_run(found: re.Match) -> str:
     if start == 0 or text[start - 1] == "\n":
         return found.group()[:MAX_INDENT]
     return " "
-
-
-def clipped_text(text: str, max_tokens: int) -> str:
-    """``text`` with its middle replaced by :data:`CLIP_MARKER` so that it estimates at most ``max_tokens``
-    (or the marker's own size, when less is asked); the head keeps :data:`HEAD_SHARE` of what is kept."""
-    if context_size.estimate_tokens(text) <= max_tokens:
-        return text
-    low, high = 0, len(text)
-    while low < high:  # the longest kept length whose clip fits
-        middle = (low + high + 1) // 2
-        if context_size.estimate_tokens(_clip(text, middle)) <= max_tokens:
-            low = middle
-        else:
-            high = middle - 1
-    return _clip(text, low)
-
-
-def _clip(text: str, kept: int) -> str:
-    head = int(kept * HEAD_SHARE)
-    tail = kept - head
-    marker = CLIP_MARKER.format(cut=len(text) - kept, total=len(text))
-    return text[:head] + marker + (text[len(text) - tail :] if tail else "")
 
 
 def _read_results(turn: Sequence[BaseMessage]) -> list[int]:
@@ -232,4 +190,4 @@ def water_level(sizes: Sequence[int], excess: int) -> int:
 def _clipped(message: BaseMessage, cap: int) -> BaseMessage:
     """The result without its padding, clipped to ``cap`` tokens, the marker included, so a clipped result never
     estimates over it."""
-    return message.model_copy(update={"content": clipped_text(compacted(text_of(message)), cap)})
+    return message.model_copy(update={"content": clipping.clipped(compacted(text_of(message)), cap, CLIP_MARKER)})

@@ -7,7 +7,6 @@ documented estimate of what will be sent (:func:`estimate_tokens`).
 """
 
 import re
-from collections.abc import Iterable
 
 from langchain_core.exceptions import ContextOverflowError
 
@@ -52,13 +51,6 @@ _CONTEXT_OVERFLOW = re.compile(
 # llama-cpp-python's server answers an overflowing streamed request with an empty 200 stream.
 EMPTY_STREAM = "No generations found in stream"
 EMPTY_STREAM_WORDINGS = (EMPTY_STREAM, "No generation chunks were returned")
-LETTERS_PER_TOKEN = 7
-MARKS_PER_TOKEN = 3
-SPACES_PER_TOKEN = 48  # Gemma 3 has tokens of up to 31 spaces, Qwen2.5 and OpenAI's of up to 128
-_ASCII_WORD = re.compile(r"[A-Za-z]+")
-_ASCII_MARKS = re.compile(r"[!-/:-@\[-`{-~]+")
-_SINGLE_TOKEN = re.compile(r"[^\sA-Za-z!-/:-@\[-`{-~]")  # digits, other letters, other symbols (emoji)
-_SPACING = re.compile(r"\s{2,}|[^\S ]")
 # Where a provider's refusal names its window (the texts in tests/services/test_overflow_signals.py): OpenAI,
 # vLLM and llama-cpp-python; Anthropic; Mistral; OpenAI-compatible gateways; llama-server.
 _WINDOW_NAMED = re.compile(
@@ -72,37 +64,6 @@ EMPTY_STREAM_OVERFLOW_RATIO = 0.5
 
 class ContextTooLongError(ValueError):
     """The prompt does not fit even after hard compaction; the text tells the user what to do."""
-
-
-def estimate_tokens(text: str | None) -> int:
-    """One message's tokens as the tokenizers of local models count them, and 4 for the message's framing.
-
-    Counted by what tokenizers split on: a run of up to :data:`LETTERS_PER_TOKEN` ASCII letters is
-    one token (common words are one, rare ones two or three); every other letter (accents, CJK) and
-    every digit is one (Llama, Gemma, Qwen and Mistral split numbers into single digits); a run of
-    up to :data:`MARKS_PER_TOKEN` punctuation marks is one (``"],``); a line break is one, and a run of
-    spaces or tabs (indentation, a table's padding) one per :data:`SPACES_PER_TOKEN`, while a single
-    space between words is free. Measured against Qwen2.5's and Gemma 3's own tokenizers on a
-    padded DataFrame, a SQL result table, a build log, code, JSON and chat (``token_counts.json`` in
-    tests/services): 0.96 to 1.17 of their counts; OpenAI's tokenizers group digits by three and
-    merge longer runs of spaces, so there it errs large (1.12 to 1.39), which only makes a fold or a
-    clip come a little sooner. ``characters / 4`` counted a padded table's spaces as text: 2.0 to 3.2
-    times the real count, and a clip kept padding instead of the page.
-    """
-    text = text or ""
-    words = sum(-(-len(word) // LETTERS_PER_TOKEN) for word in _ASCII_WORD.findall(text))
-    marks = sum(-(-len(run) // MARKS_PER_TOKEN) for run in _ASCII_MARKS.findall(text))
-    singles = len(_SINGLE_TOKEN.findall(text))
-    spacing = sum(_spacing_tokens(run) for run in _SPACING.findall(text))
-    return words + marks + singles + spacing + 4
-
-
-def _spacing_tokens(run: str) -> int:
-    """A run of whitespace other than one space: one token for its line breaks, the spaces after them by
-    :data:`SPACES_PER_TOKEN` (a lone space before a word is part of the word's token)."""
-    line_break = "\n" in run
-    spaces = len(run) - run.rindex("\n") - 1 if line_break else len(run)
-    return int(line_break) + (-(-spaces // SPACES_PER_TOKEN) if spaces > 1 or not line_break else 0)
 
 
 def _chain(error: BaseException):
@@ -150,10 +111,6 @@ def is_probable_overflow(error: BaseException, *, request_tokens: int, context_w
     if not is_empty_stream(error):
         return False
     return context_window is None or request_tokens > EMPTY_STREAM_OVERFLOW_RATIO * context_window
-
-
-def estimated_size(texts: Iterable[str | None]) -> int:
-    return sum(estimate_tokens(text) for text in texts)
 
 
 def context_window(llm, configured_tokens: int | None) -> int | None:

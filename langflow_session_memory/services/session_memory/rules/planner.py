@@ -17,7 +17,7 @@ from typing import Generic, Protocol, TypeVar
 from langflow.services.database.models.message.model import MessageTable
 from lfx.utils.constants import MESSAGE_SENDER_USER
 
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import context_size, token_estimate
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, FoldPolicy
 from langflow_session_memory.services.session_memory.rules.state import Reading, SessionState
@@ -188,7 +188,9 @@ class TurnPlanner:
     def waiting(self, turn: Turn, rows: Sequence[MessageTable]) -> Waiting:
         """The raw messages ``rows`` waiting beyond the window, against the turn's budget for them."""
         budget = self.policy.waiting_budget(turn.context_window)
-        return Waiting(messages=len(rows), tokens=context_size.estimated_size(row.text for row in rows), budget=budget)
+        return Waiting(
+            messages=len(rows), tokens=token_estimate.estimated_size(row.text for row in rows), budget=budget
+        )
 
     def fold_due(self, turn: Turn, reading: Reading) -> bool:
         """Whether a fold should run after this answer: the gap reaches a batch, or its budget in tokens,
@@ -205,7 +207,7 @@ class TurnPlanner:
     def request_tokens(self, turn: Turn, summary: str, rows: Sequence[MessageTable]) -> int:
         """The estimated size of the whole request: instructions, tools and input, the summary, the messages."""
         opening = [message.text for message in summary_messages(summary, rows)]
-        return turn.fixed_tokens + context_size.estimated_size([*opening, *(row.text for row in rows)])
+        return turn.fixed_tokens + token_estimate.estimated_size([*opening, *(row.text for row in rows)])
 
     def _folding_before(
         self, reading: Reading, visible: list[MessageTable], raw_start: int, max_batches: int, batching: dict
@@ -235,11 +237,11 @@ class TurnPlanner:
             return None, 0
         budget = int(context_size.TARGET_RATIO * turn.context_window) - turn.fixed_tokens
         start = raw_window_start(
-            [context_size.estimate_tokens(row.text) for row in visible],
+            [token_estimate.estimate_tokens(row.text) for row in visible],
             [row.sender == MESSAGE_SENDER_USER for row in visible],
             budget - context_size.SUMMARY_RESERVE_TOKENS,
         )
-        size_after = turn.fixed_tokens + context_size.estimated_size(row.text for row in visible[start:])
+        size_after = turn.fixed_tokens + token_estimate.estimated_size(row.text for row in visible[start:])
         return EarlyFold(size_before=size, size_after=size_after, folded_from_window=start), start
 
     def _fitted(

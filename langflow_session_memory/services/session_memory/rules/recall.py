@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from langflow_session_memory.services.session_memory.rules import context_size, meaning
+from langflow_session_memory.services.session_memory.rules import meaning, token_estimate
 
 MAX_KEYWORDS = 8
 # The model writes the query: these bound what reaches SQL (PostgreSQL compiles the words into one
@@ -176,7 +176,7 @@ def best_excerpts(
     for message_id in meaning.fused(by_words, list(standing))[:most]:
         row = rows[message_id]
         text = excerpt(row.text, held_by.get(message_id, ()), characters)
-        size = context_size.estimate_tokens(text)
+        size = token_estimate.estimate_tokens(text)
         if spent + size > tokens:
             break
         chosen.append(

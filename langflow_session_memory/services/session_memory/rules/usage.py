@@ -8,7 +8,7 @@ answers, the Agent's calls) and one reading of a provider's usage as LangChain h
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from langflow_session_memory.services.session_memory.rules.context_size import estimate_tokens
+from langflow_session_memory.services.session_memory.rules.token_estimate import estimate_tokens
 
 
 @dataclass(frozen=True)

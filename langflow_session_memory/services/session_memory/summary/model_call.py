@@ -21,7 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.rules import context_size, usage
+from langflow_session_memory.services.session_memory.rules import context_size, token_estimate, usage
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.summary import notes
@@ -131,7 +131,7 @@ async def _fold_chunk(
 ) -> FoldResult:
     request = fold_request(chunk)
     response, read_past_budget = await _answer(llm, provider, request, budget.output_tokens, tracing)
-    text = _text_of(response.content)
+    text = token_estimate.text_of(response)
     if incomplete := ("cut at the output cap" if read_past_budget else cut_off(response)):
         kept = complete_part(text)
         if kept is None:
@@ -154,7 +154,7 @@ async def _fold_chunk(
         )
     spent = usage.of_call(
         getattr(response, "usage_metadata", None),
-        prompt_tokens=context_size.estimated_size(m.content for m in request),
+        prompt_tokens=token_estimate.messages_tokens(request),
         answer=text,
     )
     return FoldResult(summary=summary, usage=spent)
@@ -198,7 +198,7 @@ async def _invoke(model: BaseChatModel, request: list, output_tokens: int, traci
     async with aclosing(model.astream(request, config=config)) as chunks:
         async for chunk in chunks:
             answer = chunk if answer is None else answer + chunk
-            if len(_text_of(answer.content)) > output_tokens * _CHARACTERS_PER_TOKEN:
+            if len(token_estimate.text_of(answer)) > output_tokens * _CHARACTERS_PER_TOKEN:
                 return answer, True
     if answer is None:  # no chunk at all: llama-cpp-python's answer to a prompt over its window
         raise RequestTooLongError("the model's stream was empty")
@@ -292,9 +292,3 @@ def _model_name(llm: BaseChatModel) -> str | None:
 def _profile_refuses_temperature(llm: BaseChatModel) -> bool:
     profile = getattr(llm, "profile", None)
     return isinstance(profile, dict) and profile.get("temperature") is False
-
-
-def _text_of(content) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)

@@ -10,21 +10,23 @@ from dataclasses import dataclass
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from langflow_session_memory.services.session_memory.rules import context_size
+from langflow_session_memory.services.session_memory.rules import clipping, token_estimate
 
 SUMMARY_WORD_LIMIT = 300
 # 300 words of a summary take about 2,000 characters; a few huge "words" must not pass the word cap.
 SUMMARY_CHARACTER_LIMIT = 4_000
 SECTION_HEADINGS = ("Key facts", "Conversation so far")
 # A pasted log or a tool dump must not make the fold request itself overflow the context.
-MAX_CHARACTERS_PER_MESSAGE = 4000
+MAX_TOKENS_PER_MESSAGE = 1_000
+# Where a message was clipped for the fold request (rules/clipping; the table keeps it whole).
+FOLD_CLIP_MARKER = " [... {cut:,} more characters ...] "
 
 # Fold requests on a small context window (see :func:`fold_budget`).
 MIN_FOLD_OUTPUT_TOKENS = 512
 FOLD_REQUEST_SHARE = 0.75
 MIN_TRANSCRIPT_TOKENS = 100
 _LINE_OVERHEAD_TOKENS = 4  # "User: " and the line break
-SMALLEST_CLIP_CHARACTERS = 200  # a lone message is clipped no shorter when a request is still refused
+SMALLEST_CLIP_TOKENS = 50  # a lone message is clipped no shorter when a request is still refused
 
 FACT_LINE_WORDS = 15
 
@@ -42,7 +44,9 @@ of things, plans, decisions, commitments, allergies, hobbies. Not facts: weather
 Write the line "Key facts:" and then each lasting fact on its own line, starting with "- ", at most {FACT_LINE_WORDS}
 words, saying who or what it is about. Then write the line "Conversation so far:" and one line starting with "- "
 naming the topics."""
-_INSTRUCTION_TOKENS = context_size.estimate_tokens(SUMMARY_INSTRUCTIONS) + context_size.estimate_tokens(FACT_QUESTION)
+_INSTRUCTION_TOKENS = token_estimate.estimate_tokens(SUMMARY_INSTRUCTIONS) + token_estimate.estimate_tokens(
+    FACT_QUESTION
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class FoldBudget:
 
 def fold_request(batch: Sequence[ChatLine]) -> list:
     """The instructions, then the batch's transcript (each message clipped) and the question about it."""
-    transcript = "\n".join(f"{line.role}: {clipped(line.text)}" for line in batch)
+    transcript = "\n".join(f"{line.role}: {clipped(line.text, MAX_TOKENS_PER_MESSAGE)}" for line in batch)
     return [
         SystemMessage(content=SUMMARY_INSTRUCTIONS),
         HumanMessage(content=f"Conversation:\n{transcript}\n\n{FACT_QUESTION}"),
@@ -94,12 +98,12 @@ def transcript_chunks(batch: Sequence[ChatLine], budget: FoldBudget) -> list[lis
     if budget.transcript_tokens is None:
         return [list(batch)]
     limit = budget.transcript_tokens
-    longest = min(MAX_CHARACTERS_PER_MESSAGE, (limit - _LINE_OVERHEAD_TOKENS) * 4)
+    longest = min(MAX_TOKENS_PER_MESSAGE, limit - _LINE_OVERHEAD_TOKENS)
     chunks: list[list[ChatLine]] = [[]]
     used = 0
     for line in batch:
         shortened = ChatLine(role=line.role, text=clipped(line.text, longest))
-        size = context_size.estimate_tokens(shortened.text) + _LINE_OVERHEAD_TOKENS
+        size = token_estimate.estimate_tokens(shortened.text) + _LINE_OVERHEAD_TOKENS
         if chunks[-1] and used + size > limit:
             chunks.append([])
             used = 0
@@ -114,15 +118,13 @@ def halved(chunk: Sequence[ChatLine]) -> list[list[ChatLine]] | None:
         middle = len(chunk) // 2
         return [list(chunk[:middle]), list(chunk[middle:])]
     line = chunk[0]
-    if len(line.text) <= SMALLEST_CLIP_CHARACTERS:
+    size = token_estimate.estimate_tokens(line.text)
+    if size <= SMALLEST_CLIP_TOKENS:
         return None
-    return [[ChatLine(role=line.role, text=clipped(line.text, len(line.text) // 2))]]
+    return [[ChatLine(role=line.role, text=clipped(line.text, size // 2))]]
 
 
-def clipped(text: str, limit: int = MAX_CHARACTERS_PER_MESSAGE) -> str:
-    """The text in ``limit`` characters for a fold request: its head (three quarters) and its tail, where a
-    pasted log's summary line and an error often are, the middle marked as cut (the table keeps it whole)."""
-    if len(text) <= limit:
-        return text
-    head = limit * 3 // 4
-    return f"{text[:head]} [... {len(text) - limit} more characters ...] {text[len(text) - (limit - head) :]}"
+def clipped(text: str, max_tokens: int) -> str:
+    """The text in ``max_tokens`` for a fold request: its head and its tail, where a pasted log's summary line and an
+    error often are, the middle marked as cut."""
+    return clipping.clipped(text, max_tokens, FOLD_CLIP_MARKER)
