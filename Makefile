@@ -25,7 +25,7 @@ install: $(STAMP)
 # The whole suite in two processes (each backend's app tests in one; tests/conftest.py); it ends with its
 # wall-clock time (docs/testing.md).
 test: install
-	@started=$$(date +%s); $(BIN)/pytest -q -n 2 --dist loadgroup; status=$$?; \
+	@started=$$(date +%s); $(BIN)/pytest -q -n 2 --dist loadgroup --durations=25; status=$$?; \
 	echo "make test: $$(( $$(date +%s) - started )) s"; exit $$status
 
 # The wheel and the source distribution in dist/, checked as PyPI checks an upload (metadata, the README rendering).

@@ -308,7 +308,7 @@ def _cache_facts(chat: TokenUsage, folds: TokenUsage) -> dict:
 async def _record_call_size(component) -> None:
     """Store the last model call's size when it may matter to the next turn's early fold.
 
-    Only a size of at least :data:`context_size.RECORD_RATIO` of the window is kept (and a
+    Only a size of at least the policy's ``record_share`` of the window is kept (and a
     kept one is overwritten or cleared), so an ordinary turn writes nothing.
     """
     state = run_state(component)
@@ -318,7 +318,7 @@ async def _record_call_size(component) -> None:
 
     async def record(service, turn):
         size = calls.last_call_tokens
-        keep = size if turn.context_window and size >= context_size.RECORD_RATIO * turn.context_window else None
+        keep = size if turn.context_window and size >= service.policy.record_share * turn.context_window else None
         if keep != (history.state.last_call_tokens if history.state else None):
             await service.record_call_size(turn.key, keep)
 

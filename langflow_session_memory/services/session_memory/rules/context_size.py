@@ -1,7 +1,7 @@
 """How big a turn is against the model's context window, and how to recognise "prompt too long".
 
 Sizes come from what the provider reported for the last single model call of the previous
-turn (kept in the state row when it reached :data:`RECORD_RATIO` of the window; not the
+turn (kept in the state row when it reached the policy's ``record_share`` of the window; not the
 usage Langflow stores on the answer, which sums every call of a tool loop), and from a
 documented estimate of what will be sent (:func:`estimate_tokens`).
 """
@@ -15,9 +15,6 @@ CONTEXT_TOO_LONG = (
     "Shorten your last message or the Agent's instructions, start a new session, or choose a model with a "
     "larger context window."
 )
-TARGET_RATIO = 0.5
-RECORD_RATIO = 0.4  # a last call below this share of the window cannot matter to the early fold
-SUMMARY_RESERVE_TOKENS = 400  # a 300-word summary plus its framing
 
 # What servers say when a prompt does not fit their context window, one phrase per wording; every
 # phrase has a row with the server's whole text, and where it was read, in

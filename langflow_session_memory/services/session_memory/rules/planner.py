@@ -17,7 +17,7 @@ from typing import Generic, Protocol, TypeVar
 from langflow.services.database.models.message.model import MessageTable
 from lfx.utils.constants import MESSAGE_SENDER_USER
 
-from langflow_session_memory.services.session_memory.rules import context_size, token_estimate
+from langflow_session_memory.services.session_memory.rules import token_estimate
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, FoldPolicy
 from langflow_session_memory.services.session_memory.rules.state import Reading, SessionState
@@ -228,18 +228,18 @@ class TurnPlanner:
         The larger of the provider's figure for the last model call (exact, but a turn old)
         and the estimate of this request (it sees the messages since) is compared with
         the policy's ``early_fold_share`` of the window; the raw part is then cut to fit
-        :data:`context_size.TARGET_RATIO` of it, from a user message.
+        the policy's ``early_fold_target_share`` of it, from a user message.
         """
         if not turn.context_window or not visible:
             return None, 0
         size = max(state.last_call_tokens or 0, self.request_tokens(turn, state.summary, [*raw_gap, *visible]))
         if size <= self.policy.early_fold_share * turn.context_window:
             return None, 0
-        budget = int(context_size.TARGET_RATIO * turn.context_window) - turn.fixed_tokens
+        budget = int(self.policy.early_fold_target_share * turn.context_window) - turn.fixed_tokens
         start = raw_window_start(
             [token_estimate.estimate_tokens(row.text) for row in visible],
             [row.sender == MESSAGE_SENDER_USER for row in visible],
-            budget - context_size.SUMMARY_RESERVE_TOKENS,
+            budget - self.policy.summary_reserve_tokens,
         )
         size_after = turn.fixed_tokens + token_estimate.estimated_size(row.text for row in visible[start:])
         return EarlyFold(size_before=size, size_after=size_after, folded_from_window=start), start

@@ -7,7 +7,7 @@ the batch size is one line here, and the tests read it from here too.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import TypeVar
 
@@ -17,28 +17,40 @@ CLAIM_MARGIN = timedelta(seconds=5)
 T = TypeVar("T")
 
 
+def _setting(default, meaning: str):
+    """A field of the policy with what it means, for the docs' table (:func:`markdown_table`)."""
+    return field(default=default, metadata={"meaning": meaning})
+
+
 @dataclass(frozen=True)
 class FoldPolicy:
-    """``batch_size`` messages are folded at a time; a turn (or the fold after its answer) folds at most
-    ``max_batches``, a compaction ``compaction_max_batches``; a turn sends at most ``raw_gap_batches``
-    batches of unfolded messages raw. On a self-hosted server a fold after an answer folds one batch after
-    another while no turn waits, at most ``idle_batches``. Each batch must fold within
-    ``fold_timeout_seconds``; a failure pauses folding for the session for ``pause``. A turn whose request
-    would pass ``early_fold_share`` of the known window folds first. Raw messages waiting beyond the window
-    fold at once past ``waiting_tokens`` (the operator's), else ``waiting_share`` of the known window, else
-    ``unknown_window_waiting_tokens``."""
+    """How folding goes, every setting with its meaning (the docs' table is :func:`markdown_table`'s). The
+    operator's settings replace their defaults in ``settings.fold_policy``."""
 
-    batch_size: int = 20
-    max_batches: int = 3
-    raw_gap_batches: int = 2
-    compaction_max_batches: int = 10
-    idle_batches: int = 20
-    fold_timeout_seconds: float = 60.0
-    pause: timedelta = FOLD_PAUSE
-    early_fold_share: float = 0.8
-    waiting_tokens: int | None = None
-    waiting_share: float = 0.25
-    unknown_window_waiting_tokens: int = 16_000
+    batch_size: int = _setting(20, "messages folded at a time")
+    max_batches: int = _setting(3, "batches a turn, or the fold after its answer, folds at most")
+    raw_gap_batches: int = _setting(2, "batches of unfolded messages a turn sends raw beyond its window")
+    compaction_max_batches: int = _setting(10, "batches a hard compaction folds at most")
+    idle_batches: int = _setting(
+        20, "on a self-hosted server, batches folded one after another after an answer while no turn waits"
+    )
+    fold_timeout_seconds: float = _setting(
+        60.0, "how long one batch may take to fold (`SESSION_MEMORY_FOLD_TIMEOUT_SECONDS`)"
+    )
+    pause: timedelta = _setting(  # noqa: RUF009 - a dataclasses.field; a timedelta is immutable
+        FOLD_PAUSE, "how long folding pauses for a session after a failed fold"
+    )
+    early_fold_share: float = _setting(0.8, "share of the known window above which a turn folds first")
+    early_fold_target_share: float = _setting(0.5, "share of the window an early fold cuts the raw part to")
+    summary_reserve_tokens: int = _setting(400, "tokens an early fold keeps for the summary (300 words and framing)")
+    record_share: float = _setting(
+        0.4, "share of the window from which a model call's size is kept for the next turn's early fold"
+    )
+    waiting_tokens: int | None = _setting(
+        None, "tokens of raw messages that may wait beyond the window (`SESSION_MEMORY_WAITING_TOKENS`)"
+    )
+    waiting_share: float = _setting(0.25, "without `waiting_tokens`: that budget as a share of the known window")
+    unknown_window_waiting_tokens: int = _setting(16_000, "without either, and no known window: that budget")
 
     @property
     def gap_limit(self) -> int:
@@ -95,3 +107,22 @@ class FoldPolicy:
 
 
 DEFAULT_POLICY = FoldPolicy()
+
+
+def markdown_table(policy: FoldPolicy = DEFAULT_POLICY) -> str:
+    """docs/design.md's table of the policy: one row per field, its default and what it means."""
+    rows = [
+        f"| `{setting.name}` | {_shown(getattr(policy, setting.name))} | {setting.metadata['meaning']} |"
+        for setting in fields(policy)
+    ]
+    return "\n".join(["| setting | default | meaning |", "| --- | ---: | --- |", *rows])
+
+
+def _shown(value) -> str:
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds() / 60:g} minutes"
+    return "-" if value is None else f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+if __name__ == "__main__":
+    print(markdown_table())  # noqa: T201

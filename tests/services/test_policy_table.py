@@ -1,0 +1,25 @@
+"""docs/design.md's table of the fold policy is the policy's own: a setting added, renamed or given another
+default in ``FoldPolicy`` changes the docs with it."""
+
+from dataclasses import fields
+from pathlib import Path
+
+from langflow_session_memory.services.session_memory.rules import policy
+
+DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
+
+
+def test_the_design_s_policy_table_is_generated_from_the_policy():
+    text = DESIGN.read_text()
+    start = text.index("<!-- policy.markdown_table")
+    table = text[text.index("\n", start) + 1 : text.index("<!-- /policy.markdown_table -->")].rstrip("\n")
+    assert table == policy.markdown_table(), (
+        "docs/design.md's policy table is not the policy's: replace it with the output of "
+        "`python -m langflow_session_memory.services.session_memory.rules.policy`"
+    )
+
+
+def test_every_setting_of_the_policy_says_what_it_means():
+    assert all(setting.metadata.get("meaning") for setting in fields(policy.FoldPolicy))
+    assert "| `record_share` | 0.4 |" in policy.markdown_table()
+    assert "| `pause` | 10 minutes |" in policy.markdown_table()
