@@ -13,6 +13,7 @@ import pytest
 
 import langflow_session_memory
 from langflow_session_memory.services.session_memory import log_events
+from tests.generated_docs import generated_table
 
 PACKAGE = Path(langflow_session_memory.__file__).parent
 CATALOGUE_MODULE = Path(log_events.__file__)
@@ -77,10 +78,7 @@ def test_no_event_is_written_as_a_bare_string(path):
 
 
 def test_the_operations_guide_lists_the_catalogue():
-    text = OPERATIONS.read_text(encoding="utf-8")
-    start = text.index("<!-- log_events.markdown_table")
-    table = text[text.index("\n", start) + 1 : text.index("<!-- /log_events.markdown_table -->")].rstrip("\n")
-    assert table == log_events.markdown_table(), (
+    assert generated_table(OPERATIONS, "log_events.markdown_table") == log_events.markdown_table(), (
         "docs/operations.md's table of log events is not the catalogue's: replace it with the output of "
         "`python -m langflow_session_memory.services.session_memory.log_events`"
     )

@@ -5,15 +5,13 @@ from dataclasses import fields
 from pathlib import Path
 
 from langflow_session_memory.services.session_memory.rules import policy
+from tests.generated_docs import generated_table
 
 DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
 
 
 def test_the_design_s_policy_table_is_generated_from_the_policy():
-    text = DESIGN.read_text()
-    start = text.index("<!-- policy.markdown_table")
-    table = text[text.index("\n", start) + 1 : text.index("<!-- /policy.markdown_table -->")].rstrip("\n")
-    assert table == policy.markdown_table(), (
+    assert generated_table(DESIGN, "policy.markdown_table") == policy.markdown_table(), (
         "docs/design.md's policy table is not the policy's: replace it with the output of "
         "`python -m langflow_session_memory.services.session_memory.rules.policy`"
     )
