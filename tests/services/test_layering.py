@@ -26,6 +26,8 @@ RANKS = {
     "runtime": 6,
     "agent": 7,
     "agent_history": 8,
+    "playground": 8,
+    "recall_tool": 8,
 }
 
 

@@ -1,7 +1,7 @@
 from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.io import BoolInput, HandleInput, IntInput
 
-from langflow_session_memory.services.session_memory.agent.hooks import (
+from langflow_session_memory.services.session_memory.agent_history import (
     CONTEXT_WINDOW_INFO,
     SWITCH_INFO,
     agent_middleware,

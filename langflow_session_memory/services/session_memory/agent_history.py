@@ -1,11 +1,15 @@
-"""The module path the Session Memory Agent imported before the adapter moved to ``agent/``.
+"""The module the Session Memory Agent imports its hooks from: the one stable path of docs/design.md's contracts.
 
-Saved flows re-run the frozen copy of the component file they were saved with, and those
-copies import their hooks from here; this module hands on the same hooks, so a flow saved
-before the move keeps running. New code imports ``agent.hooks``.
+Saved flows re-run the frozen copy of the component file they were saved with, and those copies
+import their hooks from here (or, from c8a47b5 to c41bc1a, from ``agent.hooks``, which keeps these
+names too). Every name any version of the component imported stays, handed on to what it became:
+``add_fold_usage`` (144a3b0, f8f2c62) is ``finish_turn``, which adds the folds' usage to the answer
+and starts the fold after it. ``tests/app/test_saved_flows.py`` runs every version from git history.
 """
 
 from langflow_session_memory.services.session_memory.agent.hooks import (
+    CONTEXT_WINDOW_INFO,
+    SWITCH_INFO,
     agent_middleware,
     agent_model,
     agent_tools,
@@ -17,7 +21,12 @@ from langflow_session_memory.services.session_memory.agent.hooks import (
     with_memory_step,
 )
 
+add_fold_usage = finish_turn
+
 __all__ = [
+    "CONTEXT_WINDOW_INFO",
+    "SWITCH_INFO",
+    "add_fold_usage",
     "agent_middleware",
     "agent_model",
     "agent_tools",
