@@ -3,7 +3,7 @@
 Sizes come from what the provider reported for the last single model call of the previous
 turn (kept in the state row when it reached the policy's ``record_share`` of the window; not the
 usage Langflow stores on the answer, which sums every call of a tool loop), and from a
-documented estimate of what will be sent (:func:`estimate_tokens`).
+documented estimate of what will be sent (``token_estimate.estimate_tokens``).
 """
 
 import re
