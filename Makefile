@@ -80,10 +80,13 @@ backend: install
 
 # Langflow with its UI; without OPENAI_API_KEY and ANTHROPIC_API_KEY also the bundled model server, which stops with
 # it (langflow_session_memory/launcher.py). Prints the address of the Session Memory Chat flow once Langflow answers.
+# MODEL=ollama (or ollama:NAME) runs that flow on an Ollama already running, MODEL=openai-compatible[:NAME] on LM
+# Studio, llama-server or vLLM (langflow_session_memory/flow_model.py); no model server of ours starts then.
+MODEL ?=
 run: install
 	@mkdir -p .langflow
 	@$(LANGFLOW_ENV) $(BIN)/python -m langflow_session_memory run --host $(HOST) --port $(PORT) \
-		--model-host $(MODEL_HOST) --model-port $(MODEL_PORT)
+		--model-host $(MODEL_HOST) --model-port $(MODEL_PORT) $(if $(MODEL),--model '$(MODEL)')
 
 # `make run` on a real model, no account: Qwen2.5-Coder 1.5B Instruct served by llama-cpp-python on this machine (the
 # real-model tier's build and model: minutes the first time, seconds after), Langflow's OpenAI provider pointed at it.

@@ -6,9 +6,10 @@ child process on 127.0.0.2 (inside a container Langflow rewrites 127.0.0.1), Lan
 and Anthropic providers are pointed at it, and it stops when Langflow stops. With a key set
 Langflow talks to the real provider and nothing else starts. Once Langflow answers, the
 address of the user's Session Memory Chat is printed (``starter_flow_link``). Ctrl-C or
-SIGTERM stop Langflow, then the model server.
+SIGTERM stop Langflow, then the model server. ``--model ollama[:NAME]`` or ``--model openai-compatible[:NAME]``
+runs the flow on a model server already running (``flow_model``) instead, and nothing else starts.
 
-    python -m langflow_session_memory run [--host H] [--port P] [--model-host MH] [--model-port MP]
+    python -m langflow_session_memory run [--host H] [--port P] [--model-host MH] [--model-port MP] [--model M]
 """
 
 import argparse
@@ -20,10 +21,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import httpx
 
 from langflow_session_memory.bundled_server.langflow_env import model_providers_environment
+from langflow_session_memory.flow_model import (
+    FlowModel,
+    LocalServer,
+    ModelUnavailable,
+    find_model,
+    parse_model,
+    url_host,
+)
 from langflow_session_memory.starter_flow_link import NoStarterFlow, starter_flow_url
 
 MODEL_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
@@ -49,6 +59,43 @@ class CannotStart(Exception):
 def uses_bundled_model(environ: Mapping[str, str]) -> bool:
     """No model key set: the bundled server stands in for the providers."""
     return not any(environ.get(name, "").strip() for name in MODEL_KEYS)
+
+
+def with_listed(environ: Mapping[str, str], variable: str, value: str) -> dict[str, str]:
+    """``variable``, a comma-separated list of Langflow's, with ``value`` added once."""
+    listed = [item.strip() for item in environ.get(variable, "").split(",") if item.strip()]
+    return {variable: ",".join(dict.fromkeys([*listed, value]))}
+
+
+def server_environment(environ: Mapping[str, str], server: LocalServer, url: str) -> dict[str, str]:
+    """What Langflow needs to run a flow on the server at ``url`` from the editor as from the API.
+
+    The provider's variable; that variable among those Langflow copies from the environment into each
+    user's variables at start, because its editor offers only the providers a user has variables for,
+    and puts another model in place of one it does not offer; and the host in
+    ``LANGFLOW_SSRF_ALLOWED_HOSTS``, because Langflow refuses a model server on a loopback or private
+    address it does not name, and the operator named this one.
+    """
+    return {
+        server.url_variable: url,
+        **with_listed(environ, "LANGFLOW_VARIABLES_TO_GET_FROM_ENVIRONMENT", server.url_variable),
+        **with_listed(environ, "LANGFLOW_SSRF_ALLOWED_HOSTS", url_host(url)),
+    }
+
+
+class LocalModel(NamedTuple):
+    """The model ``--model`` asks for, the server's address, and the variables Langflow needs to reach it."""
+
+    model: FlowModel
+    url: str
+    environment: dict[str, str]
+
+
+def flow_model(model: str, environ: Mapping[str, str]) -> LocalModel:
+    """Ask the server ``--model`` names what it serves, and choose (``flow_model.find_model``)."""
+    server, name = parse_model(model)
+    chosen, url = find_model(server, name, dict(environ))
+    return LocalModel(chosen, url, server_environment(environ, server, url))
 
 
 def reachable_host(host: str) -> str:
@@ -117,16 +164,20 @@ def start_model_server(host: str, port: int) -> tuple[subprocess.Popen, str]:
     return server, base_url
 
 
-def run(host: str, port: int, model_host: str, model_port: int) -> int:
+def run(host: str, port: int, model_host: str, model_port: int, model: str | None = None) -> int:
     """Start what is needed, print where it is, wait for Langflow to end; stop the model server with it."""
-    bundled = uses_bundled_model(os.environ)
+    local = flow_model(model, os.environ) if model else None
+    chosen = local.model if local else None
+    bundled = local is None and uses_bundled_model(os.environ)
     require_free(host, port, "PORT")
     if bundled:
         require_free(model_host, model_port, "MODEL_PORT")
-    environment = dict(os.environ)
+    environment = dict(os.environ) | (local.environment if local else {})
     model_server = langflow = None
     try:
-        if bundled:
+        if local is not None:
+            say(f"the flow runs on {chosen.name}, served at {local.url} (Langflow's {chosen.provider} provider)")
+        elif bundled:
             model_server, base_url = start_model_server(model_host, model_port)
             environment |= model_providers_environment(base_url)
             say(f"no OPENAI_API_KEY or ANTHROPIC_API_KEY: the bundled model server answers on {base_url}")
@@ -141,11 +192,12 @@ def run(host: str, port: int, model_host: str, model_port: int) -> int:
         address = f"http://{reachable_host(host)}:{port}"
         wait_until_answers(f"{address}/health", langflow, "Langflow")
         try:  # the one address, the last line of the start-up: after Langflow's banner, which /health precedes
-            flow_url = starter_flow_url(address)
+            flow_url = starter_flow_url(address, model=chosen)
         except (NoStarterFlow, httpx.HTTPError) as reason:
             say(f"no starter flow to open ({reason}); in {address}: Templates, search 'session', Session Memory Chat")
         else:
-            say(f"open the starter flow: {flow_url} (Langflow started in {time.monotonic() - started:.0f} s)")
+            on = f"its Agent on {chosen.provider} {chosen.name}; " if chosen else ""
+            say(f"open the starter flow: {flow_url} ({on}Langflow started in {time.monotonic() - started:.0f} s)")
         return langflow.wait()
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not leave the model server running
@@ -164,11 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=7860, help="Langflow's port")
     parser.add_argument("--model-host", default="127.0.0.2", help="the bundled model server's address")
     parser.add_argument("--model-port", type=int, default=8765, help="the bundled model server's port")
+    parser.add_argument(
+        "--model", help="ollama[:NAME] or openai-compatible[:NAME]: the flow on a model server already running"
+    )
     arguments = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _raise_stopped)
     try:
-        return run(arguments.host, arguments.port, arguments.model_host, arguments.model_port)
-    except CannotStart as reason:
+        return run(arguments.host, arguments.port, arguments.model_host, arguments.model_port, arguments.model)
+    except (CannotStart, ModelUnavailable) as reason:
         say(str(reason))
         return FAILED
     except (KeyboardInterrupt, Stopped):

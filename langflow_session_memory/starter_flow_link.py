@@ -4,12 +4,18 @@ A template lives in Langflow's owner-less "Starter Projects" folder, which the e
 not open as the user's flow; picking it in the Templates dialog copies it into the user's
 project. This does the same through Langflow's REST API, as the auto-login user the browser
 becomes, once: a flow of that user's with the template's name is opened again, with whatever
-the user changed in it.
+the user changed in it. ``make run MODEL=...`` (``flow_model``) opens a copy of its own, named for the model
+and with its Agent on it, so the copy on the template's model stays as it was.
 """
+
+from copy import deepcopy
 
 import httpx
 
+from langflow_session_memory.flow_model import FlowModel
 from langflow_session_memory.starter_flow import saved_flow
+
+AGENT_TYPE = "SessionMemoryAgent"
 
 # What the Templates dialog carries over from a template; Langflow gives the copy its id, owner and project.
 COPIED_FIELDS = ("name", "description", "data", "icon", "icon_bg_color", "gradient", "tags")
@@ -19,9 +25,12 @@ class NoStarterFlow(Exception):
     """Why no address can be given (the user then picks the template by hand)."""
 
 
-def copy_of(template: dict) -> dict:
-    """The body of ``POST /api/v1/flows/`` that makes a user's flow from ``template``."""
-    return {field: template[field] for field in COPIED_FIELDS if template.get(field) is not None}
+def copy_of(template: dict, model: FlowModel | None = None) -> dict:
+    """The body of ``POST /api/v1/flows/`` that makes a user's flow from ``template`` (its copy for ``model``)."""
+    body = {field: template[field] for field in COPIED_FIELDS if template.get(field) is not None}
+    if model is not None:
+        body |= {"name": copy_name(template["name"], model), "data": with_model(body["data"], model) or body["data"]}
+    return body
 
 
 def users_copy(flows: list[dict], name: str, template_id: str) -> dict | None:
@@ -29,10 +38,28 @@ def users_copy(flows: list[dict], name: str, template_id: str) -> dict | None:
     return next((flow for flow in flows if flow.get("name") == name and flow.get("id") != template_id), None)
 
 
-def starter_flow_url(address: str, *, timeout_s: float = 60) -> str:
-    """``address/flow/<id>`` of the auto-login user's Session Memory Chat, made now if the user has none."""
+def copy_name(template_name: str, model: FlowModel | None) -> str:
+    """The name of the user's copy: the template's, with the model's when it runs on another."""
+    return template_name if model is None else f"{template_name} on {model.name}"
+
+
+def with_model(data: dict, model: FlowModel) -> dict | None:
+    """The flow's ``data`` with each Session Memory Agent on ``model``; None when every one already is."""
+    changed = deepcopy(data)
+    agents = [node for node in changed.get("nodes", []) if node.get("data", {}).get("type") == AGENT_TYPE]
+    fields = [node["data"]["node"]["template"]["model"] for node in agents]
+    if all(field.get("value") == model.input_value() for field in fields):
+        return None
+    for field in fields:
+        field["value"] = model.input_value()
+    return changed
+
+
+def starter_flow_url(address: str, *, model: FlowModel | None = None, timeout_s: float = 60) -> str:
+    """``address/flow/<id>`` of the auto-login user's Session Memory Chat (on ``model``: its copy for that model),
+    made now if the user has none."""
     saved = saved_flow()
-    template_id, name = saved["id"], saved["name"]
+    template_id, name = saved["id"], copy_name(saved["name"], model)
     with httpx.Client(base_url=address, timeout=timeout_s) as http:
         login = http.get("/api/v1/auto_login")
         if login.status_code != httpx.codes.OK:
@@ -45,5 +72,5 @@ def starter_flow_url(address: str, *, timeout_s: float = 60) -> str:
             installed = next((t for t in templates if t["id"] == template_id), None)  # refreshed to the installed code
             if installed is None:
                 raise NoStarterFlow("the template is missing (LANGFLOW_CREATE_STARTER_PROJECTS=false?)")
-            flow = http.post("/api/v1/flows/", json=copy_of(installed)).raise_for_status().json()
+            flow = http.post("/api/v1/flows/", json=copy_of(installed, model)).raise_for_status().json()
     return f"{address}/flow/{flow['id']}"

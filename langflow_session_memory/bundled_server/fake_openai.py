@@ -113,7 +113,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from langflow_session_memory.bundled_server import fake_anthropic
+from langflow_session_memory.bundled_server import fake_anthropic, fake_ollama
 from langflow_session_memory.bundled_server.prompt_cache import (
     OPENAI_TTL_S,
     PromptCache,
@@ -185,6 +185,8 @@ class FakeModelConfig:
     output_tokens_per_s: float | None = None
     answer_note: str | None = None  # added after every answer in words, so a person sees it is not a model's
     embed_fail_status: int | None = None  # Ollama's /api/embed answers this status with an error
+    # The models "pulled" on its Ollama routes (``fake_ollama``): a chat model that calls tools, an embedding model.
+    ollama_models: tuple[str, ...] = ("qwen2.5:1.5b", "all-minilm")
 
 
 @dataclass(frozen=True)
@@ -624,15 +626,16 @@ def build_app(config: FakeModelConfig) -> FastAPI:
         cache_write_tokens: int | None = None,
         wire: dict | None = None,
         evaluated_tokens: int | None = None,
+        api: str = "openai",
     ) -> None:
         """Log one request; ``cached_tokens`` is what its answer reported (None: an error, or a profile without).
 
-        A request to the Anthropic route is logged in the OpenAI route's shape (``body``, what the answering
-        rules read) with the request as sent (``wire``) and the cache written (``cache_write_tokens``).
+        A request to the Anthropic or Ollama route (``api``) is logged in the OpenAI route's shape (``body``, what
+        the answering rules read) with the request as sent (``wire``) and the cache written (``cache_write_tokens``).
         """
         entry = {
             "ts": time.time(),
-            "api": "anthropic" if wire is not None else "openai",
+            "api": api,
             "kind": kind,
             "body": body,
             "status": status,
@@ -812,7 +815,7 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             body = None
         problem = fake_anthropic.request_problem(body) if isinstance(body, dict) else "The request body is not JSON."
         if problem:
-            await record("chat", None, 400, 0, 0, wire=body if isinstance(body, dict) else {})
+            await record("chat", None, 400, 0, 0, wire=body if isinstance(body, dict) else {}, api="anthropic")
             return JSONResponse(fake_anthropic.error_body(400, problem), status_code=400)
         shaped = fake_anthropic.openai_shape(body)
         messages, stream = shaped["messages"], shaped["stream"]
@@ -825,7 +828,7 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             await asyncio.sleep(delay)
 
         async def refuse(status: int, why: str) -> JSONResponse:
-            await record(kind, shaped, status, prompt_tokens, 0, wire=body)
+            await record(kind, shaped, status, prompt_tokens, 0, wire=body, api="anthropic")
             return JSONResponse(fake_anthropic.error_body(status, why), status_code=status)
 
         limit = config.context_limit_tokens
@@ -868,6 +871,7 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             served.cache_read,
             cache_write_tokens=served.cache_write,
             wire=body,
+            api="anthropic",
         )
         answer = (
             {"id": f"msg_fake_{request_id}", "model": body.get("model")},
@@ -879,6 +883,62 @@ def build_app(config: FakeModelConfig) -> FastAPI:
             return fake_anthropic.message(*answer)
         return StreamingResponse(
             _paced(fake_anthropic.events(*answer), _Pacing(0.0, delay, []), None, None), media_type="text/event-stream"
+        )
+
+    @app.get("/api/tags")
+    async def ollama_tags() -> dict:
+        return fake_ollama.tags(tuple(config.ollama_models))
+
+    @app.post("/api/show")
+    async def ollama_show(request: Request):
+        name = (await request.json()).get("model")
+        if name not in config.ollama_models:
+            return JSONResponse(fake_ollama.error_body(f"model '{name}' not found"), status_code=404)
+        return fake_ollama.show(name)
+
+    @app.post("/api/chat")
+    async def ollama_chat(request: Request):
+        """Ollama's chat API (``fake_ollama``): the same answers, with Ollama's wire."""
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if problem := fake_ollama.request_problem(body, tuple(config.ollama_models)):
+            status, why = problem
+            await record("chat", None, status, 0, 0, wire=body if isinstance(body, dict) else {}, api="ollama")
+            return JSONResponse(fake_ollama.error_body(why), status_code=status)
+        shaped = fake_ollama.openai_shape(body)
+        messages, tools = shaped["messages"], shaped["tools"]
+        kind = "summary" if is_summary_request(messages) else "chat"
+        prompt_tokens = estimate_prompt_tokens(messages)
+        faults_apply = kind == "summary" or not config.fail_only_summaries
+        delay = config.latency_s + (config.timeout_s if faults_apply else 0.0)
+        if not shaped["stream"]:
+            await asyncio.sleep(delay)
+
+        async def refuse(status: int, why: str) -> JSONResponse:
+            await record(kind, shaped, status, prompt_tokens, 0, wire=body, api="ollama")
+            return JSONResponse(fake_ollama.error_body(why), status_code=status)
+
+        limit = config.context_limit_tokens
+        if limit is not None and prompt_tokens > limit:
+            return await refuse(400, "the input length exceeds the context length")
+        if failure := _injected_failure(config, faults_apply):
+            return await refuse(failure, f"Injected failure (HTTP {failure}).")
+
+        reply = _reply(config, kind, messages, tools, faults_apply)
+        cap, done_reason = shaped["max_tokens"], "stop"
+        if cap is not None and not reply.calls_tools and len(reply.content) > cap * 4:
+            reply, done_reason = Reply(reply.content[: cap * 4]), "length"
+        calls = fake_ollama.ollama_calls(_tool_calls(next(ids), reply))
+        completion_tokens = estimate_completion_tokens(reply.content or json.dumps(calls))
+        await record(kind, shaped, 200, prompt_tokens, completion_tokens, reply.tool_query, wire=body, api="ollama")
+        answer = (body["model"], reply.content, calls, done_reason, prompt_tokens, completion_tokens)
+        if not shaped["stream"]:
+            return fake_ollama.answer(*answer)
+        return StreamingResponse(
+            _paced(fake_ollama.stream_lines(*answer), _Pacing(0.0, delay, []), None, None),
+            media_type="application/x-ndjson",
         )
 
     return app

@@ -235,34 +235,42 @@ class MakeRun:
         return left
 
 
-@pytest.fixture
-def make_run(tmp_path):
-    """``make run`` with no model key, on free ports and a fresh SQLite file; stopped after the test if still up."""
+@contextmanager
+def started_make_run(tmp_path: Path, *arguments: str, environment: dict[str, str] | None = None):
+    """``make run`` with no model key, on free ports and a fresh SQLite file; stopped afterwards if still up."""
     port, model_port = free_port("127.0.0.1"), free_port("127.0.0.2")
     database_url = f"sqlite:///{tmp_path / 'langflow.db'}"
-    environment = {name: value for name, value in os.environ.items() if name not in MODEL_SETTINGS}
-    environment |= {
+    inherited = {name: value for name, value in os.environ.items() if name not in MODEL_SETTINGS}
+    inherited |= {
         "LANGFLOW_DATABASE_URL": database_url,
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "TMPDIR": str(tmp_path),
+        **(environment or {}),
     }
     output = tmp_path / "make-run.log"
+    command = ["make", "-s", "run", f"PORT={port}", f"MODEL_PORT={model_port}", f"CONFIG_DIR={tmp_path / 'config'}"]
     with output.open("w") as printed:
         process = subprocess.Popen(
-            ["make", "-s", "run", f"PORT={port}", f"MODEL_PORT={model_port}", f"CONFIG_DIR={tmp_path / 'config'}"],
+            [*command, *arguments],
             cwd=ROOT,
-            env=environment,
+            env=inherited,
             stdout=printed,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    running = MakeRun(process, output, database_url, model_port)
     try:
-        yield running
+        yield MakeRun(process, output, database_url, model_port)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=MAKE_RUN_STOP_TIMEOUT_S)
+
+
+@pytest.fixture
+def make_run(tmp_path):
+    """``make run`` as the quick start runs it."""
+    with started_make_run(tmp_path) as running:
+        yield running
 
 
 def test_the_readme_quick_start(make_run, page):
@@ -316,6 +324,27 @@ def test_the_readme_quick_start(make_run, page):
     langflow_port = int(address.split("/flow/")[0].rsplit(":", 1)[1])
     # "Ctrl-C stops Langflow and the model server."
     assert make_run.ctrl_c(("127.0.0.1", langflow_port), ("127.0.0.2", make_run.model_port)) == []
+
+
+def test_make_run_on_a_running_ollama_keeps_its_model_in_the_editor_and_the_playground(tmp_path, fake_model, page):
+    """``make run MODEL=ollama``: the bundled server's Ollama routes stand in for Ollama. Langflow's editor replaces
+    a model of a provider the user has no variables for: the copy's Agent must still show Ollama's model when opened,
+    and the Playground's turn go to ``/api/chat``."""
+    ollama = {"OLLAMA_BASE_URL": fake_model.base_url.removesuffix("/v1")}
+    with started_make_run(tmp_path, "MODEL=ollama", environment=ollama) as running:
+        address, _ = running.starter_flow()
+        assert "its Agent on Ollama qwen2.5:1.5b" in running.printed()
+        before = len(fake_model.requests())
+        with whole_page_saved_on_failure(page, "make-run-ollama"):
+            page.goto(address)
+            expect(agent_on_canvas(page)).to_contain_text("qwen2.5:1.5b")
+            page.screenshot(path=SCREENSHOTS / "make-run-ollama-flow.png")
+            page.get_by_role("button", name="Playground").click()
+            chat(page, page.get_by_role("log", name="Chat messages"), FACT, "OK: Our project")
+            expect(agent_on_canvas(page)).to_contain_text("qwen2.5:1.5b")  # not replaced by the editor meanwhile
+
+    turns = [(r["api"], r["body"]["model"]) for r in fake_model.requests()[before:] if r["kind"] == "chat"]
+    assert turns == [("ollama", "qwen2.5:1.5b")]
 
 
 def test_the_playground_shows_the_planted_fact_in_the_session_memory_step(langflow_ui, fake_model, page):

@@ -1,6 +1,10 @@
 """The "Session Memory Chat" starter flow through the real app: among Langflow's templates, and it remembers."""
 
+import pytest
+
+from langflow_session_memory.flow_model import FlowModel
 from langflow_session_memory.starter_flow import install_starter_flow, saved_flow
+from langflow_session_memory.starter_flow_link import copy_of
 from tests.app.langflow_client import BATCH, turns_to_fold
 from tests.app.test_session_memory_agent import FACT, QUESTION, talk
 
@@ -54,6 +58,37 @@ def test_a_flow_made_from_the_starter_answers_from_its_summary(langflow):
     assert "PRJ-123" in answer["outputs"][0]["outputs"][0]["results"]["message"]["text"]
     row = langflow.http.get(f"/api/v1/session_memory/{flow_id}/sessions/{session_id}").raise_for_status().json()
     assert row["folded_count"] == BATCH
+    assert "PRJ-123" in row["summary"]
+
+
+@pytest.mark.parametrize(
+    ("model", "variable", "api"),
+    [
+        (FlowModel("Ollama", "qwen2.5:1.5b"), "OLLAMA_BASE_URL", "ollama"),
+        (FlowModel("OpenAI Compatible", "qwen2.5-coder-1.5b-instruct"), "OPENAI_COMPATIBLE_BASE_URL", "openai"),
+    ],
+)
+def test_the_starters_copy_for_a_local_server_remembers_over_that_servers_api(
+    langflow, fake_model, monkeypatch, model, variable, api
+):
+    """``make run MODEL=ollama`` or ``MODEL=openai-compatible``: the user's copy for the model, on Langflow's own
+    provider for that server, every request on that server's API."""
+    root = fake_model.base_url.removesuffix("/v1")
+    monkeypatch.setenv(variable, root if api == "ollama" else fake_model.base_url)
+    monkeypatch.setenv("LANGFLOW_SSRF_ALLOWED_HOSTS", "127.0.0.2")
+    body = copy_of(starter_template(langflow), model)
+    flow_id = langflow.http.post("/api/v1/flows/", json=body).raise_for_status().json()["id"]
+    before = len(fake_model.requests())
+    langflow.run(flow_id, FACT, session_id=flow_id)
+    talk(langflow, flow_id, flow_id, TURNS_BEFORE_THE_QUESTION - 1)
+
+    answer = langflow.run(flow_id, QUESTION, session_id=flow_id).json()
+
+    assert "PRJ-123" in answer["outputs"][0]["outputs"][0]["results"]["message"]["text"]
+    requests = fake_model.requests()[before:]
+    assert {(r["api"], r["body"]["model"]) for r in requests} == {(api, model.name)}
+    assert "summary" in {r["kind"] for r in requests}
+    row = langflow.http.get(f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}").raise_for_status().json()
     assert "PRJ-123" in row["summary"]
 
 
