@@ -189,7 +189,7 @@ async def change_summary_from_the_page(
     form = await request.form()
     if form.get("action") == "reset":
         await _reset(session, row)
-        return HTMLResponse(summary_page.reset_page(session_id), headers=summary_page.HEADERS)
+        return HTMLResponse(summary_page.reset_page(str(flow_id), session_id), headers=summary_page.HEADERS)
     draft = str(form.get("summary") or "").replace("\r\n", "\n")  # a form sends a text box's lines as CRLF
     try:
         summary = validation.validate_edited_summary(draft)
@@ -221,6 +221,7 @@ def _require_same_origin(request: Request) -> None:
 
 def _page(row: SessionMemoryState, *, status_code: int = 200, **shown) -> HTMLResponse:
     state = summary_page.PageState(
+        flow_id=str(row.flow_id),
         session_id=row.session_id,
         context_id=row.context_id,
         summary=row.summary,

@@ -3,12 +3,16 @@
 Pure HTML rendering. Every value is escaped, the page runs no script, and its headers forbid
 framing (a page with buttons inside another site's frame could be clicked through) and any
 form target but this page. Which requests may change a summary is :func:`same_origin`'s rule.
+
+Langflow's Playground renders the step's link without a target, so the page replaces the
+Playground in its tab: each page links back to the flow, by a relative address (it holds behind a
+proxy or a path prefix).
 """
 
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_WORD_LIMIT
 
@@ -31,12 +35,16 @@ dt{color:#52525b}dd{margin:0}textarea{width:100%;box-sizing:border-box;font:14px
 padding:.5rem}.notice{background:#ecfdf5;border:1px solid #10b981;padding:.5rem 1rem}
 .error{background:#fef2f2;border:1px solid #ef4444;padding:.5rem 1rem}button{font:inherit;margin:.5rem .5rem 0 0;
 padding:.4rem 1rem}p.hint{color:#52525b;font-size:.9rem}"""
+# From /api/v1/session_memory/<flow>/sessions/<session>/summary to Langflow's root (a session id is one segment).
+_TO_ROOT = "../" * 6
+BACK_TO_THE_FLOW = "Back to the flow"
 
 
 @dataclass(frozen=True)
 class PageState:
     """What the page shows of a session's row."""
 
+    flow_id: str
     session_id: str
     context_id: str
     summary: str
@@ -76,6 +84,7 @@ def summary_page(state: PageState, *, notice: str | None = None, error: str | No
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Session memory: {escape(state.session_id)}</title><style>{_STYLE}</style></head>
 <body><main>
+{_back(state.flow_id)}
 <h1>Session memory</h1>
 {banner}
 <dl>{rows}</dl>
@@ -91,12 +100,12 @@ the earlier messages are summarized again from the start. The chat's own message
 """
 
 
-def reset_page(session_id: str) -> str:
+def reset_page(flow_id: str, session_id: str) -> str:
     """What the page says once its summary is reset: the row is gone until a turn folds the session again."""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Session memory: {escape(session_id)}</title>
 <style>{_STYLE}</style></head>
-<body><main><h1>Session memory</h1><dl><dt>Session</dt><dd>{escape(session_id)}</dd></dl>
+<body><main>{_back(flow_id)}<h1>Session memory</h1><dl><dt>Session</dt><dd>{escape(session_id)}</dd></dl>
 <p class="notice" role="status">{escape(RESET_DONE)}</p></main></body></html>
 """
 
@@ -116,6 +125,10 @@ def same_origin(headers, url) -> bool:
     if origin is None:
         return True
     return urlsplit(origin).netloc == headers.get("host", url.netloc)  # the scheme a proxy ended is not compared
+
+
+def _back(flow_id: str) -> str:
+    return f'<p><a href="{_TO_ROOT}flow/{quote(flow_id, safe="")}">{BACK_TO_THE_FLOW}</a></p>'
 
 
 def _when(moment: datetime) -> str:

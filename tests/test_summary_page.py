@@ -2,12 +2,13 @@
 
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from starlette.datastructures import URL, Headers
 
-from langflow_session_memory.summary_page import PageState, same_origin, summary_page
+from langflow_session_memory.summary_page import PageState, reset_page, same_origin, summary_page
 
 WHEN = datetime(2026, 12, 5, 14, 0, tzinfo=UTC)
 URL_HERE = URL("http://langflow.example:7860/api/v1/session_memory/f/sessions/s/summary")
@@ -15,6 +16,7 @@ URL_HERE = URL("http://langflow.example:7860/api/v1/session_memory/f/sessions/s/
 
 def state(summary: str = "Key facts:\n- x", **changes) -> PageState:
     values = {
+        "flow_id": "f",
         "session_id": "s",
         "context_id": "",
         "summary": summary,
@@ -41,6 +43,15 @@ def test_the_page_shows_the_counts_dates_a_pause_and_keeps_a_refused_draft():
     assert "<dd>2026-12-05 14:00 UTC (timeout)</dd>" in page
     assert ">my draft</textarea>" in page
     assert "Not saved: over 300 words" in page
+
+
+def test_each_page_links_back_to_its_flow_from_where_it_is_served():
+    back = '<a href="../../../../../../flow/0b4c6f8e">Back to the flow</a>'
+    assert back in summary_page(state(flow_id="0b4c6f8e"))
+    assert back in reset_page("0b4c6f8e", "s")
+    # resolved against the page's own address, the link reaches Langflow's editor, under any path prefix
+    page = URL("http://h/langflow/api/v1/session_memory/0b4c6f8e/sessions/a%2Fb/summary")
+    assert str(httpx.URL(str(page)).join("../../../../../../flow/0b4c6f8e")) == "http://h/langflow/flow/0b4c6f8e"
 
 
 @pytest.mark.parametrize(

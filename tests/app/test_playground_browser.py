@@ -25,6 +25,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME, SUMMARY_KEPT_OUT
+from langflow_session_memory.summary_page import BACK_TO_THE_FLOW
 from tests.app.langflow_app import serving_langflow, shared_log_file
 from tests.app.langflow_client import BATCH, LangflowClient, turns_to_fold
 from tests.app.test_session_memory_agent import FACT, QUESTION, switch_on_in_flow, talk
@@ -310,6 +311,9 @@ def test_the_readme_quick_start(make_run, page):
         expect(page.get_by_role("status")).to_contain_text("Saved.")
         expect(page.get_by_role("textbox", name="Summary")).to_have_value(EDITED_SUMMARY)
         page.screenshot(path=SCREENSHOTS / "quick-start-3-summary.png")
+        page.get_by_role("link", name=BACK_TO_THE_FLOW).click()  # the page replaced the Playground: back to it
+        expect(page).to_have_url(address)
+        expect(agent_on_canvas(page)).to_be_visible()
         key = new_api_key(page, address.split("/flow/")[0])
 
     assert "the customer is GLOBEX" in memory("memory-show", flow_id, make_run.database_url)  # saved on the page
