@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.app.test_real_server_behaviour import behaving
-from tests.app.test_tool_results import answer_of, step_facts, tool_results_sent
+from tests.app.test_tool_results import answer_of, answer_step_facts, tool_results_sent
 from tests.databases import POSTGRES_ADMIN_URL
 from tests.services.token_samples import page_text
 
@@ -126,7 +126,7 @@ def test_at_a_16k_window_the_stock_agent_fails_and_ours_keeps_the_result_s_conte
     kept = result_of(requests)
     assert content_start in kept[:400]  # the content survives clipping, at the head of what is kept
     assert "characters of this tool result were cut here" in kept
-    assert step_facts(ours)["tool_results_clipped"] == 1
+    assert answer_step_facts(ours)["tool_results_clipped"] == 1
 
 
 def test_at_a_128k_window_both_answer_and_ours_sends_the_result_whole(langflow, fake_model, tool_case):

@@ -9,7 +9,7 @@ import uuid
 
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG
 from tests.app.test_real_server_behaviour import behaving
-from tests.app.test_tool_results import answer_of, step_facts
+from tests.app.test_tool_results import answer_of, answer_step_facts
 
 N_MESSAGES = 4
 PASTE = "Here is the log:\n" + "2026-11-30 08:00:00 ERROR worker-7 connection reset by peer (retrying)\n" * 2850
@@ -46,14 +46,14 @@ def test_three_pasted_logs_never_make_a_request_larger_than_the_stock_agent_s(la
         zip(ours, stock, strict=True)
     )
     assert max(ours) < 2 * max(stock)
-    folded_early = [step_facts(r).get("folded_early_because") for r in responses if has_step(r)]
+    folded_early = [answer_step_facts(r).get("folded_early_because") for r in responses if has_step(r)]
     assert any(why and "messages waiting over 32000 tokens" in why for why in folded_early)
     assert answer_of(responses[-1]).startswith("OK:")
 
 
 def has_step(response) -> bool:
     try:
-        step_facts(response)
+        answer_step_facts(response)
     except StopIteration:
         return False
     return True

@@ -368,7 +368,8 @@ def test_the_playground_shows_the_planted_fact_in_the_session_memory_step(langfl
             chat.press("Enter")
             live = opened_memory_step(page)
             expect(live).to_contain_text("PRJ-123")  # the summary, while the answer is being written
-            expect(live).to_contain_text("earlier_messages_summarized")
+            expect(live).to_contain_text("earlier messages are summarized in")  # what the turn did, in words
+            expect(live).not_to_contain_text("earlier_messages_summarized")  # its counts on the Metadata tab
             page.screenshot(path=SCREENSHOTS / "session-memory-step-live.png")
         expect(chat_log).to_contain_text("From our conversation:")
 

@@ -10,7 +10,7 @@ from lfx.components.models_and_agents.agent import AgentComponent
 
 import langflow_session_memory
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME
+from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME, step_facts, step_text
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
 from tests.app.langflow_client import BATCH, FOLDED_SESSION_TURNS, turns_to_fold
 
@@ -158,14 +158,15 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     steps = [
         step for e in events if e.get("event") == "add_message" for step in memory_steps(e["data"]["content_blocks"])
     ]
-    assert any("PRJ-123" in (step["output"] or "") for step in steps)  # the summary, while the answer is written
+    assert any("PRJ-123" in (step_text(step) or "") for step in steps)  # the summary, while the answer is written
     final = steps[-1]
-    assert final["tool_input"]["earlier_messages_summarized"] == BATCH
-    assert final["tool_input"]["folded_this_turn"] == 0  # folded after the previous answer
+    assert final["tool_input"] == {}  # Langflow would show them as the step's "Arguments"
+    assert step_facts(final)["earlier_messages_summarized"] == BATCH
+    assert step_facts(final)["folded_this_turn"] == 0  # folded after the previous answer
     summary_page = f"/api/v1/session_memory/{flow_id}/sessions/{session_id}/summary"
-    assert final["tool_input"]["summary_page"] == summary_page
+    assert step_facts(final)["summary_page"] == summary_page
     link = f"The summary is not stored with the answer: [read it][1] (with your Langflow login).\n\n[1]: {summary_page}"
-    said, _ = final["output"].split(link)  # what the turn did, then a link the Playground opens
+    said, _ = step_text(final).split(link)  # what the turn did, then a link the Playground opens
     assert said.startswith(f"**{BATCH}** earlier messages are summarized in ")
     assert "PRJ-123" not in said
 
@@ -175,15 +176,15 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     )
     blocks = [json.loads(b) if isinstance(b, str) else b for _, b in stored]
     assert memory_steps(blocks[-1])  # the step is stored, with counts only
-    assert all(step["output"].endswith(link) for b in blocks for step in memory_steps(b))
+    assert all(step_text(step).endswith(link) for b in blocks for step in memory_steps(b))
     assert not any("Key facts" in json.dumps(b) for b in blocks)
     assert not any("Key facts" in text for text, _ in stored)
 
     response = langflow.run(flow_id, "One more thing.", session_id=session_id).json()
     answer = response["outputs"][0]["outputs"][0]["results"]["message"]
     [step] = memory_steps(answer["content_blocks"])  # the API's answer carries the step too, without the summary
-    assert step["output"].endswith(link)
-    assert "Key facts" not in step["output"]
+    assert step_text(step).endswith(link)
+    assert "Key facts" not in step_text(step)
 
 
 def load_component_class():

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME
+from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME, step_facts
 from tests.app.langflow_client import CLAUDE, MODEL
 from tests.app.test_real_server_behaviour import behaving
 
@@ -86,9 +86,9 @@ def stock_fails_ours_answers(langflow, fake_model, question: str, answer: str, *
     return stock_requests, ours, requests
 
 
-def step_facts(response) -> dict:
+def answer_step_facts(response) -> dict:
     blocks = response.json()["outputs"][0]["outputs"][0]["results"]["message"]["content_blocks"]
-    return next(block["tool_input"] for block in walk(blocks) if block.get("name") == STEP_NAME)
+    return next(step_facts(block) for block in walk(blocks) if block.get("name") == STEP_NAME)
 
 
 def walk(blocks):
@@ -117,7 +117,7 @@ def test_a_200_kb_tool_result_on_a_16k_window_is_answered_from_its_head(langflow
     [result] = tool_results_sent(requests[-1])  # the tool ran once; its head and tail were kept
     assert result.startswith(HEAD)
     assert "characters of this tool result were cut here" in result
-    facts = step_facts(ours)
+    facts = answer_step_facts(ours)
     assert facts["tool_results_clipped"] == 1
     assert facts["retried_after_too_long"] is not declared
     before, after = (int(n) for n in facts["tool_result_tokens"].split(" -> "))
@@ -139,7 +139,7 @@ def test_parallel_tool_calls_with_one_huge_result_keep_each_call_with_its_result
     results = [m for m in retried if m.get("role") == "tool"]
     assert [c["id"] for c in calls] == [m["tool_call_id"] for m in results]
     assert results[1]["content"] == OWNER_HEAD  # the small result is not touched
-    assert step_facts(ours)["tool_results_clipped"] == 1
+    assert answer_step_facts(ours)["tool_results_clipped"] == 1
 
 
 def test_a_refusal_on_the_third_model_call_is_retried_and_no_tool_runs_twice(langflow, fake_model):

@@ -19,7 +19,7 @@ from langflow_session_memory.services.session_memory.agent.hooks import (
     memory_switched_on,
     run_with_context_recovery,
 )
-from langflow_session_memory.services.session_memory.agent.playground import memory_step
+from langflow_session_memory.services.session_memory.agent.playground import memory_step, step_facts
 from langflow_session_memory.services.session_memory.agent.search_tool import SEARCH_UNAVAILABLE, search_tool
 from langflow_session_memory.services.session_memory.rules.state import SessionState
 from langflow_session_memory.services.session_memory.rules.turn import Turn
@@ -172,7 +172,7 @@ async def a_turn_of_two_calls(key, captured_logs, usages: list[dict], **fold_cos
 
     [line] = [log["event"] for log in captured_logs if log["event"].startswith("session_memory_turn ")]
     [shown] = result.content_blocks
-    return line, shown.tool_input
+    return line, step_facts(shown)
 
 
 async def test_the_turn_reports_the_input_served_from_the_provider_s_cache_for_chats_and_folds_apart(

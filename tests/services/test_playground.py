@@ -12,6 +12,9 @@ from langflow_session_memory.services.session_memory.agent.playground import (
     as_markdown,
     kept_out,
     memory_step,
+    step_facts,
+    step_output,
+    step_text,
     summary_paths,
     with_turn_facts,
     without_summary,
@@ -28,8 +31,8 @@ FACTS = {"earlier_messages_summarized": 20, "summary_page": SUMMARY_PAGE}
 SUMMARY_KEPT_OUT = kept_out(FACTS)
 
 
-def step(output=SUMMARY) -> ToolContent:
-    return ToolContent(name=STEP_NAME, tool_input=FACTS, output=output)
+def step(text=SUMMARY) -> ToolContent:
+    return ToolContent(name=STEP_NAME, output=step_output(text, FACTS))
 
 
 def test_the_stored_step_links_to_the_summary_page_in_lines_the_playground_renders_as_markdown():
@@ -60,7 +63,7 @@ def outputs(message: Message) -> list:
         for item in [block, *(inner or [])]:
             name = item.get("name") if isinstance(item, dict) else getattr(item, "name", None)
             if name == STEP_NAME:
-                found.append(item.get("output") if isinstance(item, dict) else item.output)
+                found.append(step_text(item))
     return found
 
 
@@ -86,7 +89,7 @@ async def test_a_write_receives_no_summary_and_the_stored_copy_gets_it_back_for_
 
     async def write(message):
         written.append(outputs(message))
-        return answer(step(output=SUMMARY_KEPT_OUT))
+        return answer(step(text=SUMMARY_KEPT_OUT))
 
     stored = await stored_message(answer(step()), write)
     assert written == [[SUMMARY_KEPT_OUT]]
@@ -95,13 +98,27 @@ async def test_a_write_receives_no_summary_and_the_stored_copy_gets_it_back_for_
 
 async def test_a_tool_step_added_after_the_first_write_stays_among_the_steps():
     async def write_like_langflow(message):  # astore_message hands back the v1 shape: steps inside a group
-        return answer(ContentBlock(title="Agent Steps", contents=[step(output=SUMMARY_KEPT_OUT)]))
+        return answer(ContentBlock(title="Agent Steps", contents=[step(text=SUMMARY_KEPT_OUT)]))
 
     live = await stored_message(answer(step()), write_like_langflow)
     live.content_blocks.append(ToolContent(name="search_earlier_messages", tool_input={"query": "code"}))
 
     [group] = render_v1_content_blocks(live.content_blocks)
     assert [leaf["name"] for leaf in group["contents"]] == [STEP_NAME, "search_earlier_messages"]
+
+
+def test_the_counts_sit_beside_the_text_and_not_as_the_steps_arguments():
+    """Langflow shows a step's input as "Arguments" above its output, and an output object with ``content`` on two
+    tabs: the text under "Result", the rest under "Metadata"."""
+    shown = step()
+    assert shown.tool_input == {}
+    assert shown.output == {"content": SUMMARY, **FACTS}
+    assert (step_text(shown), step_facts(shown)) == (SUMMARY, FACTS)
+
+
+def test_a_step_stored_before_with_its_counts_as_its_input_is_still_read():
+    older = {"type": "tool_use", "name": STEP_NAME, "tool_input": FACTS, "output": SUMMARY_KEPT_OUT}  # as stored
+    assert (step_text(older), step_facts(older)) == (SUMMARY_KEPT_OUT, FACTS)
 
 
 def test_a_message_without_the_step_is_handed_on_unchanged():
@@ -112,7 +129,9 @@ def test_a_message_without_the_step_is_handed_on_unchanged():
 def test_a_turn_s_fitted_calls_get_a_step_of_their_own_when_the_session_has_no_summary_yet():
     facts = {"calls_fitted_to_window": 1, "tool_results_clipped": 1}
     [step, text] = with_turn_facts(answer(TextContent(text="hello")), facts).content_blocks
-    assert (step.name, step.tool_input, step.output) == (STEP_NAME, facts, None)
+    assert (step.name, step.tool_input, step_facts(step)) == (STEP_NAME, {}, facts)
+    assert step_text(step) == "Fitted to the model's window: 0 history messages left out, 1 tool results clipped."
+    assert without_summary(answer(step)).content_blocks == [step]  # nothing to keep out: no summary, no link
     assert text.text == "hello"
     plain = answer(TextContent(text="hello"))
     assert with_turn_facts(plain, {}) is plain
@@ -137,12 +156,12 @@ async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_bef
 
     step = memory_step(history, session_id=key.session_id, flow_id=key.flow_id)
     assert step is not None
-    facts = step.tool_input
+    facts = step_facts(step)
     assert facts["summaries_paused_until"] == (clock.now + timedelta(minutes=10)).isoformat()
     assert facts["pause_reason"] == "SummaryRejectedError: summary looks like an error text"
     assert (facts["earlier_messages_summarized"], facts["summary_words"]) == (0, 0)
-    assert step.output.splitlines()[0] == "Nothing is summarized yet."
-    assert step.output.splitlines()[-1] == (
+    assert step_text(step).splitlines()[0] == "Nothing is summarized yet."
+    assert step_text(step).splitlines()[-1] == (
         "Summarizing is paused until 2026-01-02 00:10 UTC: SummaryRejectedError: summary looks like an error text."
     )
 

@@ -9,6 +9,10 @@ messages it came from: every write of the message stores the step without the su
 the answer handed on to the rest of the flow (Chat Output stores it again) carries it
 without it. The stored step links to the summary instead: a page of the REST API (``api.py``)
 that the browser opens with the user's Langflow login, under the same owner checks.
+
+The step's output is an object (:func:`step_output`): its text, which the Playground shows under
+"Result", and the counts beside it, under "Metadata". Langflow shows a tool step's input as its
+"Arguments", keys and JSON values first: counts put there read as an API dump above the text.
 """
 
 from collections.abc import Iterator
@@ -19,7 +23,27 @@ from lfx.schema.message import Message
 
 STEP_NAME = "Session memory"
 STEP_ICON = "Brain"
+STEP_HEADER = {"title": STEP_NAME, "icon": STEP_ICON}
 SUMMARY_KEPT_OUT = "The summary is not stored with the answer"
+
+
+def step_output(text: str, facts: dict) -> dict:
+    """A step's output: ``text`` (Markdown) and the counts, which Langflow's Playground shows on two tabs."""
+    return {"content": text, **facts}
+
+
+def step_facts(block) -> dict:
+    """A step's counts, wherever the step keeps them (a step stored before 2026-12-05 kept them as its input)."""
+    output = _field(block, "output")
+    if isinstance(output, dict):
+        return {name: value for name, value in output.items() if name != "content"}
+    return dict(_field(block, "tool_input") or {})
+
+
+def step_text(block) -> str | None:
+    """A step's text: the summary while the answer is written, what the turn did and a link once stored."""
+    output = _field(block, "output")
+    return output.get("content") if isinstance(output, dict) else output
 
 
 def summary_paths(flow_id, session_id: str, context_id: str) -> tuple[str, str]:
@@ -40,6 +64,12 @@ def kept_out(facts: dict | None) -> str:
     page = (facts or {}).get("summary_page")
     link = f"{SUMMARY_KEPT_OUT}: [read it][1] (with your Langflow login).\n\n[1]: {page}"
     return "\n\n".join([*described(facts or {}), link if page else f"{SUMMARY_KEPT_OUT}."])
+
+
+def stored_text(facts: dict) -> str:
+    """What a stored step says: what the turn did, then the link to the summary where the session has a row (a step
+    made only to count a turn's fitted calls has none, nor any summary to keep out)."""
+    return kept_out(facts) if facts.get("summary_page") else "\n\n".join(described(facts))
 
 
 def described(facts: dict) -> list[str]:
@@ -112,12 +142,7 @@ def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
         facts["summaries_paused_until"] = state.paused_until.isoformat()
         facts["pause_reason"] = state.last_error
     shown = [*described(facts), *([as_markdown(history.summary)] if history.summary else [])]
-    return ToolContent(
-        name=STEP_NAME,
-        tool_input=facts,
-        output="\n\n".join(shown) or None,
-        header={"title": STEP_NAME, "icon": STEP_ICON},
-    )
+    return ToolContent(name=STEP_NAME, output=step_output("\n\n".join(shown), facts), header=STEP_HEADER)
 
 
 USAGE_ESTIMATED = "estimated: the model server reported no token counts"
@@ -132,7 +157,9 @@ def with_step_facts(message: Message, facts: dict) -> Message:
     if not facts or not any(_steps(message.content_blocks)):
         return message
     blocks = [
-        _with(block, tool_input={**_field(block, "tool_input"), **facts}) if _is_step(block) else block
+        _with(block, output=step_output(step_text(block) or "", {**step_facts(block), **facts}))
+        if _is_step(block)
+        else block
         for block in message.content_blocks
     ]
     return message.model_copy(update={"content_blocks": blocks})
@@ -143,7 +170,7 @@ def with_turn_facts(message: Message, facts: dict) -> Message:
     fitted to the window before the session had a summary)."""
     if not facts or any(_steps(message.content_blocks)):
         return with_step_facts(message, facts)
-    step = ToolContent(name=STEP_NAME, tool_input=facts, header={"title": STEP_NAME, "icon": STEP_ICON})
+    step = ToolContent(name=STEP_NAME, output=step_output("\n\n".join(described(facts)), facts), header=STEP_HEADER)
     return message.model_copy(update={"content_blocks": [step, *message.content_blocks]})
 
 
@@ -190,9 +217,10 @@ def _kept_out(blocks: list) -> tuple[list, str | None]:
     """New blocks with our step's summary replaced (copies: queued events still hold the originals), and the summary."""
     summary, copied = None, []
     for block in blocks or []:
-        output = _field(block, "output")
-        if _is_step(block) and output and output != kept_out(_field(block, "tool_input")):
-            summary, block = output, _with(block, output=kept_out(_field(block, "tool_input")))
+        text = step_text(block) if _is_step(block) else None
+        facts = step_facts(block) if _is_step(block) else {}
+        if text and text != (stored := stored_text(facts)):
+            summary, block = text, _with(block, output=step_output(stored, facts))
         elif _field(block, "contents"):
             inner, inner_summary = _kept_out(_field(block, "contents"))
             if inner_summary is not None:
