@@ -28,6 +28,7 @@ RANKS = {
     "agent_history": 8,
     "playground": 8,
     "recall_tool": 8,
+    "fixed_values": 9,
 }
 
 
