@@ -1,4 +1,4 @@
-"""Fixtures shared by the database, service and app tests."""
+"""Fixtures shared by the database, service, app and browser tests."""
 
 import logging
 import os
@@ -10,7 +10,8 @@ from hypothesis import settings
 from structlog.testing import capture_logs
 
 from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
-from tests.databases import BACKENDS, fresh_database, langflow_schema_database
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, UI_TIMEOUT_MS
+from tests.databases import BACKENDS, fresh_database, is_truthy, langflow_schema_database
 
 # Property tests check rules, not speed: Hypothesis's per-example deadline (200 ms) failed them on a loaded machine.
 settings.register_profile("rules_not_speed", deadline=None)
@@ -89,3 +90,29 @@ def captured_logs():
             yield logs
     finally:
         structlog.configure(wrapper_class=previous)
+
+
+@pytest.fixture(scope="module")
+def chromium_path() -> str:
+    """The OS package's Chromium; skipped where it is missing, except in CI, where the test must run."""
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is missing (apt-get install chromium)"
+        if is_truthy(os.environ.get("CI")):
+            pytest.fail(f"{reason}: CI must run the browser test (.ci/run installs it)")
+        pytest.skip(reason)
+    return str(CHROMIUM)
+
+
+@pytest.fixture
+def page(chromium_path):
+    """A headless Chromium page."""
+    from playwright.sync_api import expect, sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.set_default_timeout(UI_TIMEOUT_MS)
+        expect.set_options(timeout=UI_TIMEOUT_MS)
+        yield page
+        browser.close()

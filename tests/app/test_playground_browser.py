@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME, SUMMARY_KEPT_OUT
@@ -29,17 +29,14 @@ from langflow_session_memory.summary_page import BACK_TO_THE_FLOW
 from tests.app.langflow_app import serving_langflow, shared_log_file
 from tests.app.langflow_client import BATCH, LangflowClient, turns_to_fold
 from tests.app.test_session_memory_agent import FACT, QUESTION, switch_on_in_flow, talk
-from tests.databases import is_truthy
+from tests.browser import SCREENSHOTS
 from tests.test_cli import ROOT, run_make
 
 # The browser is checked first, before Langflow spends a minute starting.
 pytestmark = [pytest.mark.app, pytest.mark.browser, pytest.mark.usefixtures("chromium_path")]
 
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).parent.parent.parent / "test-artifacts" / "browser"
 # Long enough to find and open the step while the model "thinks" about the answer.
 MODEL_LATENCY_S = 5.0
-UI_TIMEOUT_MS = 30_000
 FILLER_TURNS = turns_to_fold(2) - 1  # the fact and 10 turns at N=2 (at the default): the first batch folds after them
 # The quick start's chat, as the README says: the fact and 11 more messages at N=4 fold messages 1-20 after the 12th
 # answer. At another batch size the same chat folds every full batch of those 20 older messages, and every answer
@@ -54,25 +51,6 @@ MAKE_RUN_STOP_TIMEOUT_S = 60
 STARTER_FLOW_LINE = re.compile(r"\[make run\] open the starter flow: (http://\S+/flow/([0-9a-f-]{36}))")
 # What `make run` must not inherit from the test's machine: with a model key it would start no model server.
 MODEL_SETTINGS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_API_URL")
-# Like Langflow's own e2e runs: nothing in the background competes with the test for two cores.
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # as root, Chromium's sandbox cannot start
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture(scope="module")
-def chromium_path() -> str:
-    """The OS package's Chromium; skipped where it is missing, except in CI, where the test must run."""
-    if not CHROMIUM.exists():
-        reason = f"{CHROMIUM} is missing (apt-get install chromium)"
-        if is_truthy(os.environ.get("CI")):
-            pytest.fail(f"{reason}: CI must run the browser test (.ci/run installs it)")
-        pytest.skip(reason)
-    return str(CHROMIUM)
 
 
 @pytest.fixture(scope="module")
@@ -88,19 +66,6 @@ def langflow_ui(fake_model, tmp_path_factory):
     ):
         client = LangflowClient(http, url=url, backend="sqlite", log_file=str(log_file), on_app_loop=served.call)
         yield served.address, client
-
-
-@pytest.fixture
-def page(chromium_path):
-    """A headless Chromium page."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.set_default_timeout(UI_TIMEOUT_MS)
-        expect.set_options(timeout=UI_TIMEOUT_MS)
-        yield page
-        browser.close()
 
 
 @contextmanager
