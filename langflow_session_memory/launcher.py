@@ -91,7 +91,7 @@ class LocalModel(NamedTuple):
     environment: dict[str, str]
 
 
-def flow_model(model: str, environ: Mapping[str, str]) -> LocalModel:
+def local_model(model: str, environ: Mapping[str, str]) -> LocalModel:
     """Ask the server ``--model`` names what it serves, and choose (``flow_model.find_model``)."""
     server, name = parse_model(model)
     chosen, url = find_model(server, name, dict(environ))
@@ -166,7 +166,7 @@ def start_model_server(host: str, port: int) -> tuple[subprocess.Popen, str]:
 
 def run(host: str, port: int, model_host: str, model_port: int, model: str | None = None) -> int:
     """Start what is needed, print where it is, wait for Langflow to end; stop the model server with it."""
-    local = flow_model(model, os.environ) if model else None
+    local = local_model(model, os.environ) if model else None
     chosen = local.model if local else None
     bundled = local is None and uses_bundled_model(os.environ)
     require_free(host, port, "PORT")

@@ -16,7 +16,7 @@ from langflow_session_memory.flow_model import (
     parse_model,
     server_url,
 )
-from langflow_session_memory.launcher import LocalModel, flow_model, with_listed
+from langflow_session_memory.launcher import LocalModel, local_model, with_listed
 from langflow_session_memory.starter_flow import saved_flow
 from langflow_session_memory.starter_flow_link import AGENT_TYPE, copy_of, with_model
 
@@ -89,7 +89,7 @@ def test_a_model_the_agent_cannot_use_is_refused_with_what_to_do(server, wanted,
 def test_the_launcher_asks_the_running_ollama_and_lets_langflow_reach_it_from_the_editor():
     with run_in_thread(FakeModelConfig()) as server:
         root = server.base_url.removesuffix("/v1")
-        local = flow_model("ollama", {"OLLAMA_BASE_URL": root, "LANGFLOW_SSRF_ALLOWED_HOSTS": "10.0.0.5"})
+        local = local_model("ollama", {"OLLAMA_BASE_URL": root, "LANGFLOW_SSRF_ALLOWED_HOSTS": "10.0.0.5"})
 
     assert local == LocalModel(
         QWEN,
@@ -104,7 +104,7 @@ def test_the_launcher_asks_the_running_ollama_and_lets_langflow_reach_it_from_th
 
 def test_the_launcher_asks_an_openai_compatible_server_for_its_models():
     with run_in_thread(FakeModelConfig()) as server:
-        local = flow_model("openai-compatible", {"OPENAI_COMPATIBLE_BASE_URL": server.base_url})
+        local = local_model("openai-compatible", {"OPENAI_COMPATIBLE_BASE_URL": server.base_url})
 
     assert local.model == FlowModel("OpenAI Compatible", MODELS[0])
     assert local.environment["OPENAI_COMPATIBLE_BASE_URL"] == server.base_url
@@ -112,7 +112,7 @@ def test_the_launcher_asks_an_openai_compatible_server_for_its_models():
 
 def test_no_server_running_says_how_to_start_it():
     with pytest.raises(ModelUnavailable, match=r"no Ollama server answers at http://127\.0\.0\.2:9 .*ollama serve"):
-        flow_model("ollama", {"OLLAMA_BASE_URL": "http://127.0.0.2:9"})
+        local_model("ollama", {"OLLAMA_BASE_URL": "http://127.0.0.2:9"})
 
 
 def test_a_value_is_added_once_to_a_list_langflow_reads():
