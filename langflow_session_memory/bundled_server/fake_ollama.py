@@ -31,8 +31,8 @@ OLLAMA_API = "https://github.com/ollama/ollama/blob/main/docs/api.md"
 # What ``/api/show`` reports for a chat model and for an embedding model (the bundled server's /api/embed).
 CHAT_CAPABILITIES = ("completion", "tools")
 EMBEDDING_CAPABILITIES = ("embedding",)
-# Models whose names say they embed, as Ollama's library names them.
-EMBEDDING_NAME = re.compile(r"embed|minilm|bge|e5", re.IGNORECASE)
+# The embedding models among those the server may list as pulled (its /api/embed serves any name).
+EMBEDDING_MODELS = frozenset({"all-minilm", "nomic-embed-text"})
 TRAINED_CONTEXT = 32768
 
 
@@ -140,7 +140,7 @@ def tags(pulled: tuple[str, ...]) -> dict:
 
 def show(name: str) -> dict:
     """``POST /api/show`` of a pulled model: what it can do and its trained window."""
-    embeds = bool(EMBEDDING_NAME.search(name))
+    embeds = name in EMBEDDING_MODELS
     family = name.split(":")[0]
     return {
         "details": {"family": family, "format": "gguf"},
