@@ -17,6 +17,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
+from langflow_session_memory.services.session_memory.agent.retry_smaller import Smaller, retry_smaller_once
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import call_fit, context_size, token_estimate
 from langflow_session_memory.services.session_memory.rules.call_fit import FIT_RATIO, FittedCall, Reduction
@@ -60,31 +61,24 @@ class CallFitMiddleware(AgentMiddleware):
         except Exception as error:  # noqa: BLE001 - memory must never break the user's turn: the call as the stock Agent's
             await logger.aerror(f"{log_events.FALLBACK} where=call_fit reason={describe(error)}")
             return await handler(request)
-        try:
-            return await handler(sent)
-        except Exception as error:
+
+        def refused(error: Exception) -> bool:
+            return self._refused(error, fixed + token_estimate.messages_tokens(sent.messages))
+
+        async def smaller(refusal: Exception) -> Smaller[ModelResponse]:
             size = fixed + token_estimate.messages_tokens(sent.messages)
-            if not self._refused(error, size):
-                raise
-            await logger.awarning(
-                f"{log_events.OVERFLOW} call=after_tool attempt=1 result=refused reason={describe(error)!r}"
+            limit = context_size.window_named_in(refusal) or self.window
+            try:
+                retry = await self._fitted(request, fixed, call_fit.retry_target(size, limit), retry=True)
+            except Exception as error:  # noqa: BLE001 - the stock Agent's turn ends with the provider's refusal; so does this
+                await logger.aerror(f"{log_events.FALLBACK} where=call_fit reason={describe(error)}")
+                raise refusal from None
+            return Smaller(
+                send=lambda: handler(request.override(messages=retry.messages)),
+                refused=lambda error: self._refused(error, retry.size),
             )
-            refusal = error
-            limit = context_size.window_named_in(error) or self.window
-        try:
-            retry = await self._fitted(request, fixed, call_fit.retry_target(size, limit), retry=True)
-        except Exception as error:  # noqa: BLE001 - the stock Agent's turn ends with the provider's refusal; so does this
-            await logger.aerror(f"{log_events.FALLBACK} where=call_fit reason={describe(error)}")
-            raise refusal from None
-        try:
-            response = await handler(request.override(messages=retry.messages))
-        except Exception as error:
-            if not self._refused(error, retry.size):
-                raise
-            await logger.awarning(f"{log_events.OVERFLOW} call=after_tool attempt=2 result=refused action=give_up")
-            raise ContextTooLongError(CONTEXT_TOO_LONG) from error
-        await logger.ainfo(f"{log_events.OVERFLOW} call=after_tool attempt=2 result=answered")
-        return response
+
+        return await retry_smaller_once(lambda: handler(sent), refused=refused, smaller=smaller, call="after_tool")
 
     async def _sent(self, request: ModelRequest, fixed: int) -> ModelRequest:
         """The request fitted to the window (as it is when no window is known)."""

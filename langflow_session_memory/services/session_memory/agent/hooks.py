@@ -33,8 +33,8 @@ from langflow_session_memory.services.session_memory.agent.guard import (
     stock_on_failure_async,
     with_memory,
 )
+from langflow_session_memory.services.session_memory.agent.retry_smaller import Smaller, retry_smaller_once
 from langflow_session_memory.services.session_memory.agent.search_tool import with_search_tool
-from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import summary_text
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
@@ -331,39 +331,30 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
 
     Only a run refused at its first model call is run again: after that a tool has run, and
     running the Agent again would run it twice; there the call itself is retried, smaller
-    (``call_fit_middleware``). The user's message is stored once (by Chat Input, before this);
-    the retry only sends a shorter history. A second refusal, or a prompt that cannot shrink
-    below the window, ends the turn with :data:`CONTEXT_TOO_LONG` instead of a provider stack
-    trace.
+    (``call_fit_middleware``), by the same rule (``retry_smaller``). The user's message is stored
+    once (by Chat Input, before this); the retry only sends a shorter history.
     """
     state = run_state(component)
     if state.turn is None:  # memory does not apply to this run: the stock Agent's run
         return await run(agent)
     calls = state.calls
     started_before = calls.started if calls else 0
-    try:
-        return await run(agent)
-    except ContextTooLongError:
-        raise
-    except Exception as error:
-        model_calls = (calls.started if calls else 0) - started_before
+
+    def refused_at_first_call(error: Exception) -> bool:
         # After a tool ran, the call-fitting middleware has already retried (or judged) the refused call.
-        if model_calls > 1 or not _refused_as_too_long(component, state.turn, error):
-            raise
-        await logger.awarning(f"{log_events.OVERFLOW} attempt=1 result=refused reason={describe(error)!r}")
-        compacted = await _compacted_history(component)
-        if compacted is None:
-            raise ContextTooLongError(CONTEXT_TOO_LONG) from error
-        component.chat_history = compacted.messages
-    try:
-        result = await run(agent)
-    except Exception as error:
-        if not _refused_as_too_long(component, state.turn, error):
-            raise
-        await logger.awarning(f"{log_events.OVERFLOW} attempt=2 result=refused action=give_up")
-        raise ContextTooLongError(CONTEXT_TOO_LONG) from error
-    await logger.ainfo(f"{log_events.OVERFLOW} attempt=2 result=answered")
-    return result
+        model_calls = (calls.started if calls else 0) - started_before
+        return model_calls <= 1 and _refused_as_too_long(component, state.turn, error)
+
+    async def compacted(_refusal: Exception) -> Smaller[Message] | None:
+        history = await _compacted_history(component)
+        if history is None:
+            return None
+        component.chat_history = history.messages
+        return Smaller(
+            send=lambda: run(agent), refused=lambda error: _refused_as_too_long(component, state.turn, error)
+        )
+
+    return await retry_smaller_once(lambda: run(agent), refused=refused_at_first_call, smaller=compacted)
 
 
 def _refused_as_too_long(component, turn, error: Exception) -> bool:

@@ -26,12 +26,13 @@ from collections.abc import Awaitable, Callable
 from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_anthropic import ChatAnthropic
 from langchain_anthropic.middleware import AnthropicPromptCachingMiddleware
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.rules.assembly import carries_summary
 
 MAX_BREAKPOINTS = 4  # "You can define up to 4 cache breakpoints"; a 5th is refused with HTTP 400
 CACHE_CONTROL = {"type": "ephemeral", "ttl": "5m"}
@@ -95,6 +96,6 @@ def _marked_blocks(message: BaseMessage) -> int:
 
 
 def _marked_summary(message: BaseMessage, summary: str) -> BaseMessage:
-    if not isinstance(message, HumanMessage) or message.content != summary:
+    if not carries_summary(message, summary):
         return message
     return message.model_copy(update={"content": [{"type": "text", "text": summary, "cache_control": CACHE_CONTROL}]})

@@ -7,6 +7,7 @@ by the older messages quoted for the turn (``recall``), never stored either.
 
 from collections.abc import Sequence
 
+from langchain_core.messages import BaseMessage, HumanMessage
 from langflow.services.database.models.message.model import MessageTable
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_USER
@@ -27,6 +28,13 @@ EXCERPTS_FRAME = (
 )
 EXCERPTS_ACKNOWLEDGEMENT = "Understood."
 _SPEAKERS = {MESSAGE_SENDER_USER: "User", MESSAGE_SENDER_AI: "Assistant"}
+
+
+def carries_summary(message: BaseMessage, summary: str) -> bool:
+    """Whether ``message`` is the one opening the history with ``summary`` (its :func:`summary_text`), as the Agent
+    sends it. Langflow hands the history to the Agent as LangChain messages holding the text alone
+    (``Message.to_lc_message``: no id, no sender name), so the text is what tells the summary's message."""
+    return isinstance(message, HumanMessage) and message.content == summary
 
 
 def summary_messages(summary: str, following: Sequence[MessageTable]) -> list[Message]:

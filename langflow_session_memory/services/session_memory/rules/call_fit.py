@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langflow_session_memory.services.session_memory.rules import clipping
-from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT
+from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, carries_summary
 from langflow_session_memory.services.session_memory.rules.token_estimate import (
     message_tokens,
     messages_tokens,
@@ -131,7 +131,7 @@ def retry_target(refused_size: int, limit: int | None) -> int:
 def summary_history(history: Sequence[BaseMessage], summary: str | None) -> list[BaseMessage]:
     """The history reduced to the summary, acknowledged so that the user's message follows an answer
     (strict chat templates want roles to alternate); nothing when there is no summary."""
-    if not summary or not any(isinstance(m, HumanMessage) and m.content == summary for m in history):
+    if not summary or not any(carries_summary(message, summary) for message in history):
         return []
     return [HumanMessage(content=summary), AIMessage(content=SUMMARY_ACKNOWLEDGEMENT)]
 

@@ -1,0 +1,65 @@
+"""The one rule for a request the provider refuses as too long: made smaller, sent once more, then given up.
+
+Two places apply it: the turn's first model call, whose smaller form is the history folded into a new
+summary and the Agent run again (:func:`hooks.run_with_context_recovery`, no tool has run yet), and
+each call after a tool, whose smaller form is the call fitted harder (``call_fit_middleware``, so no
+tool runs twice). Both log the same ``session_context_overflow`` lines and end the same way: a second
+refusal, or a request that cannot be made smaller, ends the turn with :data:`CONTEXT_TOO_LONG` instead
+of a provider's stack trace.
+"""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from lfx.log.logger import logger
+
+from langflow_session_memory.services.session_memory import log_events
+from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Smaller(Generic[T]):
+    """The request made smaller: how to send it, and how to tell its refusal as too long from another failure."""
+
+    send: Callable[[], Awaitable[T]]
+    refused: Callable[[Exception], bool]
+
+
+async def retry_smaller_once(
+    send: Callable[[], Awaitable[T]],
+    *,
+    refused: Callable[[Exception], bool],
+    smaller: Callable[[Exception], Awaitable[Smaller[T] | None]],
+    call: str | None = None,
+) -> T:
+    """``send()``; when ``refused`` judges its failure a "prompt too long", ``smaller(refusal)`` sent once more.
+
+    ``smaller`` gives None when the request cannot be made smaller (then :class:`ContextTooLongError`);
+    it may raise instead, to end the turn another way. ``call`` names the call in the log lines
+    (``call=after_tool``); the turn's first call is logged without it. Any other failure is raised as it is.
+    """
+    where = f"call={call} " if call else ""
+    try:
+        return await send()
+    except ContextTooLongError:
+        raise
+    except Exception as error:
+        if not refused(error):
+            raise
+        await logger.awarning(f"{log_events.OVERFLOW} {where}attempt=1 result=refused reason={describe(error)!r}")
+        retry = await smaller(error)
+        if retry is None:
+            raise ContextTooLongError(CONTEXT_TOO_LONG) from error
+    try:
+        result = await retry.send()
+    except Exception as error:
+        if not retry.refused(error):
+            raise
+        await logger.awarning(f"{log_events.OVERFLOW} {where}attempt=2 result=refused action=give_up")
+        raise ContextTooLongError(CONTEXT_TOO_LONG) from error
+    await logger.ainfo(f"{log_events.OVERFLOW} {where}attempt=2 result=answered")
+    return result
