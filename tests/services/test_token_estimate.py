@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
 from lfx.schema.message import Message
 
 from langflow_session_memory.services.session_memory.rules.token_estimate import (
@@ -17,6 +18,7 @@ from langflow_session_memory.services.session_memory.rules.token_estimate import
     message_tokens,
     messages_tokens,
     text_of,
+    tool_tokens,
 )
 from tests.services.token_samples import digest, samples
 
@@ -74,3 +76,22 @@ def test_a_langflow_message_still_streaming_has_no_text_to_count():
     streaming.text = iter(["partial"])
     assert text_of(streaming) == ""
     assert text_of(Message(text="Oscar")) == "Oscar"
+
+
+def test_a_tool_is_sized_by_the_schema_sent_whatever_form_it_is_given_in():
+    @tool
+    def read_build_log(build_id: str) -> str:
+        """Read a build's log by its id."""
+        return build_id
+
+    schema = {
+        "name": "read_build_log",
+        "description": "Read a build's log by its id.",
+        "parameters": {
+            "type": "object",
+            "properties": {"build_id": {"type": "string"}},
+            "required": ["build_id"],
+        },
+    }
+    assert tool_tokens(read_build_log) == tool_tokens(schema)
+    assert tool_tokens(schema) == estimate_tokens(json.dumps({"type": "function", "function": schema}))

@@ -9,11 +9,9 @@ a new summary before it runs the Agent again (no tool has run yet).
 Only ``awrap_model_call``: Langflow runs the Agent's graph asynchronously (``astream_events``).
 """
 
-import json
 from collections.abc import Awaitable, Callable
 
 from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
@@ -115,6 +113,4 @@ def fixed_tokens(request: ModelRequest) -> int:
     """The estimated tokens of what fitting does not change: the system prompt and the tools' schemas."""
     system = request.system_message
     system_tokens = token_estimate.estimate_tokens(token_estimate.text_of(system)) if system is not None else 0
-    return system_tokens + sum(
-        token_estimate.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in request.tools
-    )
+    return system_tokens + sum(token_estimate.tool_tokens(tool) for tool in request.tools)

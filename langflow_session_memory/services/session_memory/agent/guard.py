@@ -7,7 +7,6 @@ gets None and the Agent goes on as the stock one. What a run carries between Lan
 lives in one :class:`RunState`; nothing here calls back into the component once the Turn is built.
 """
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -17,7 +16,6 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from lfx.inputs.validators import validate_boolean
 from lfx.log.logger import logger
 from lfx.memory.flow_context import coerce_flow_id, resolve_message_owner_id, should_persist_messages
@@ -335,7 +333,7 @@ def _tools_tokens(component) -> int:
             (search_switched_on(component), TOOL_NAME, tool_schema_tokens()),
         )
     ]
-    return sum(token_estimate.estimate_tokens(json.dumps(convert_to_openai_tool(tool))) for tool in tools) + sum(
+    return sum(token_estimate.tool_tokens(tool) for tool in tools) + sum(
         size for missing, size in added_later if missing
     )
 

@@ -7,7 +7,6 @@ hundred messages that contain any keyword; what the model sees is decided here.
 """
 
 import functools
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ class SearchQuery(BaseModel):
 def tool_schema_tokens() -> int:
     """The estimated size of the tool's schema, which goes with every request of a turn that offers it."""
     function = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": SearchQuery.model_json_schema()}
-    return token_estimate.estimate_tokens(json.dumps({"type": "function", "function": function}))
+    return token_estimate.tool_tokens(function)
 
 
 @dataclass(frozen=True)

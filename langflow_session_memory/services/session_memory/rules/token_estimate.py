@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from langchain_core.messages import BaseMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 LETTERS_PER_TOKEN = 7
 MARKS_PER_TOKEN = 3
@@ -73,3 +74,9 @@ def message_tokens(message: BaseMessage) -> int:
 def messages_tokens(messages: Sequence[BaseMessage]) -> int:
     """The estimated tokens of ``messages`` (LangChain's ``token_counter`` shape)."""
     return sum(message_tokens(message) for message in messages)
+
+
+def tool_tokens(tool) -> int:
+    """A tool's estimated size in a request: its schema as OpenAI's API sends it (a LangChain tool, a function's
+    schema as a dict, or a Pydantic model), sent with every call that offers the tool."""
+    return estimate_tokens(json.dumps(convert_to_openai_tool(tool)))
