@@ -7,6 +7,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langflow.services.database.models.message.model import MessageTable
+from lfx.schema.properties import Properties
 from pydantic import Field
 
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
@@ -15,9 +16,15 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def chat_rows(key: SessionKey, count: int, *, first: int = 0, tie_every: int = 1) -> list[MessageTable]:
-    """``count`` alternating User/Machine rows; ``tie_every=k`` gives k rows the same timestamp."""
+    """``count`` alternating User/Machine rows; ``tie_every=k`` gives k rows the same timestamp.
+
+    The defaults Langflow's table would make with a factory (``properties``, ``content_blocks``) are given, as
+    the same values: pydantic reads each default factory's signature per row, 3.2 ms a row against 0.8.
+    """
     return [
         MessageTable(
+            properties=Properties().model_dump(),
+            content_blocks=[],
             id=uuid.uuid4(),
             sender="User" if i % 2 == 0 else "Machine",
             sender_name="User" if i % 2 == 0 else "AI",
