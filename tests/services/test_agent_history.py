@@ -164,7 +164,7 @@ async def a_turn_of_two_calls(key, captured_logs, usages: list[dict], **fold_cos
     state = SessionState(key=key, summary=summary, folded_count=20, version=1)
     history = History(messages=[], summary=summary, state=state, **fold_costs)
     run_state(component).history = history
-    step = memory_step(history, session_id=key.session_id, flow_id=key.flow_id)
+    step = memory_step(history)
     spent = {name: sum(usage[name] for usage in usages) for name in ("input_tokens", "output_tokens", "total_tokens")}
     answer = Message(text="the answer", properties=Properties(usage=Usage(**spent)), content_blocks=[step])
 

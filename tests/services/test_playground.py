@@ -154,7 +154,7 @@ async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_bef
     await service.fold_after_turn(turn, refusing)  # the fold after the answer
     history = await service.build_history(Turn(key, 10, None), refusing)  # the next turn
 
-    step = memory_step(history, session_id=key.session_id, flow_id=key.flow_id)
+    step = memory_step(history)
     assert step is not None
     facts = step_facts(step)
     assert facts["summaries_paused_until"] == (clock.now + timedelta(minutes=10)).isoformat()

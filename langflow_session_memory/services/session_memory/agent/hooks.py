@@ -162,10 +162,9 @@ def with_memory_step(component, message: Message) -> Message:
 
 def _with_step(component, message: Message) -> Message:
     history = run_state(component).history
-    graph = getattr(component, "graph", None)
-    if history is None or graph is None:
+    if history is None:
         return message
-    step = playground.memory_step(history, session_id=str(graph.session_id), flow_id=graph.flow_id)
+    step = playground.memory_step(history)
     if step is not None:
         message.content_blocks.insert(0, step)
     return message

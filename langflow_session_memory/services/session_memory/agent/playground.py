@@ -115,13 +115,13 @@ def _messages(count) -> str:
     return "message is" if count == 1 else "messages are"
 
 
-def memory_step(history, *, session_id: str, flow_id) -> ToolContent | None:
+def memory_step(history) -> ToolContent | None:
     """The step for a turn built with memory; None when there is nothing to show (no summary, no pause, no
-    older message quoted)."""
+    older message quoted). Its link names the session by the key the turn read it with."""
     state = history.state
     if state is None or not (history.summary or state.paused_until or history.excerpts):
         return None
-    _, page = summary_paths(flow_id, session_id, state.key.context_id)
+    _, page = summary_paths(state.key.flow_id, state.key.session_id, state.key.context_id)
     facts = {
         "earlier_messages_summarized": state.folded_count,
         "folded_this_turn": history.folded,
