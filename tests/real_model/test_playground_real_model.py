@@ -24,7 +24,9 @@ from tests.browser import SCREENSHOTS
 QUICK_START_MESSAGES = 11
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"  # the tier's --model_alias, what /v1/models lists
 # On two CPU threads: the first turn evaluates the whole prompt (about 35 s), the question waits for the fold.
-TURN_TIMEOUT_MS = 300_000
+# On a slower two-core machine (2026-12-06: 8 prompt tokens/s, not 67) the question took a 79 s fold, then
+# 201 s to read its 1,655-token prompt before it called the search tool: past 300 s with the answer to come.
+TURN_TIMEOUT_MS = 900_000
 LOCAL_SERVER = {
     "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS": "240",
     "LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S": "900",
