@@ -20,9 +20,10 @@ from tests.app.test_playground_browser import (
 )
 from tests.app.test_session_memory_agent import FACT, QUESTION
 from tests.browser import SCREENSHOTS
+from tests.real_model.tier import QWEN_ALIAS
 
 QUICK_START_MESSAGES = 11
-MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"  # the tier's --model_alias, what /v1/models lists
+MODEL_ALIAS = QWEN_ALIAS[1]  # the tier's --model_alias, what /v1/models lists
 # On two CPU threads: the first turn evaluates the whole prompt (about 35 s), the question waits for the fold.
 # On a slower two-core machine (2026-12-06: 8 prompt tokens/s, not 67) the question took a 79 s fold, then
 # 201 s to read its 1,655-token prompt before it called the search tool: past 300 s with the answer to come.
