@@ -273,3 +273,22 @@ def test_fifty_turns_against_a_strict_alternation_model_never_get_a_400(langflow
     # Every full batch older than the window folds: 50 turns at N=4 leave 96 messages older (4 batches at the default).
     assert len(summary_requests(fake_model, before)) >= (2 * 50 - 4) // BATCH
     assert set(statuses) == {200}
+
+
+def test_switch_on_builds_the_agents_model_once_a_turn(langflow, monkeypatch):
+    """lfx builds the Agent's model twice a run (to read the history, then to build the agent); each build of an
+    OpenAI model opens two HTTP clients that load the system's certificates. With the switch on the second build
+    is answered with the first model, so Langflow's own ``_get_llm`` runs once a turn."""
+    builds = []
+    langflow_build = AgentComponent._get_llm
+
+    def counted(component):
+        builds.append(type(component).__name__)
+        return langflow_build(component)
+
+    monkeypatch.setattr(AgentComponent, "_get_llm", counted)
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
+    session_id = f"builds-{uuid.uuid4()}"
+    for switch in (False, True):
+        langflow.run(flow_id, FACT, session_id=session_id, tweaks={agent_id: {"summarize_older_messages": switch}})
+    assert builds == ["SessionMemoryAgentComponent"] * 3  # two with the switch off, as the stock Agent; one on

@@ -5,7 +5,7 @@ from langflow_session_memory.services.session_memory.agent_history import (
     CONTEXT_WINDOW_INFO,
     SWITCH_INFO,
     agent_middleware,
-    agent_model,
+    agent_model_once,
     agent_tools,
     finish_turn,
     history_with_memory,
@@ -88,10 +88,9 @@ class SessionMemoryAgentComponent(AgentComponent):
     ]
 
     def _get_llm(self):
-        llm = super()._get_llm()
         if not memory_switched_on(self):
-            return llm
-        return agent_model(self, llm)
+            return super()._get_llm()
+        return agent_model_once(self, super()._get_llm)
 
     def _build_middleware(self, llm, *, allow_interrupts: bool = True):
         middleware = super()._build_middleware(llm, allow_interrupts=allow_interrupts)

@@ -64,6 +64,7 @@ __all__ = [
     "ContextTooLongError",
     "agent_middleware",
     "agent_model",
+    "agent_model_once",
     "agent_tools",
     "finish_turn",
     "history_with_memory",
@@ -75,22 +76,32 @@ __all__ = [
 
 
 def agent_model(component, llm):
-    """The Agent's model for this attempt, asked to report usage, with a counter of its calls.
+    """:func:`agent_model_once` for a model Langflow already built: the component code of flows saved up to
+    2026-12-06 builds the model first, then hands it here."""
+    return agent_model_once(component, lambda: llm)
+
+
+def agent_model_once(component, build: Callable):
+    """The Agent's model for this attempt, asked to report usage, with a counter of its calls; ``build`` is
+    Langflow's own ``_get_llm``.
 
     Some OpenAI-compatible providers report token usage only when asked
     (``stream_usage``); the early fold needs it. lfx builds a model twice an attempt: the first
     begins the attempt (:func:`guard.begin_run`); the second, to build the agent once the
-    history was read, is answered with the first, so the Agent runs the very model that folds
-    for it and whose calls are counted.
+    history was read, is answered with the first without building another, so the Agent runs the
+    very model that folds for it and whose calls are counted. Each build of an OpenAI-compatible
+    model opens two HTTP clients, each loading the system's CA certificates (about 40 ms of CPU).
     """
+    state = run_state(component)
+    if state.builds_the_agent:
+        state.agent_built = True
+        return state.model
+    llm = build()
     return stock_on_failure("agent_model", llm, lambda: _attempt_model(component, llm))
 
 
 def _attempt_model(component, llm):
     state = run_state(component)
-    if state.builds_the_agent:
-        state.agent_built = True
-        return state.model
     if hasattr(llm, "stream_usage") and not llm.stream_usage:
         llm.stream_usage = True
     calls = ModelCalls()
