@@ -12,10 +12,12 @@ from structlog.testing import capture_logs
 from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, UI_TIMEOUT_MS
 from tests.databases import BACKENDS, fresh_database, is_truthy, langflow_schema_database
+from tests.trust_store import use_one_certificate
 
 # Property tests check rules, not speed: Hypothesis's per-example deadline (200 ms) failed them on a loaded machine.
 settings.register_profile("rules_not_speed", deadline=None)
 settings.load_profile("rules_not_speed")
+use_one_certificate()  # Langflow's model clients load one CA certificate, not the machine's (tests/trust_store.py)
 # The real-model tier runs only where a real model is served (``make test-real`` sets this).
 collect_ignore = [] if os.environ.get("REAL_MODEL_URL") else ["real_model"]
 # The README's install commands, from fresh virtual environments: ``make test-install`` (after ``make dist``).
