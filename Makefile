@@ -137,7 +137,7 @@ EVAL_ARGS ?=
 MODEL_SETTINGS = $(if $(MODEL),--model $(MODEL)) $(if $(MAX_TOKENS),--agent-max-tokens $(MAX_TOKENS)) \
 	$(if $(CONTEXT),--context-window $(CONTEXT))
 
-.PHONY: demo bench bench-one-slot eval eval-real eval-real-short test-real
+.PHONY: demo bench bench-one-slot eval eval-real eval-real-short eval-locomo test-real
 
 demo: install
 	$(BIN)/python -m benchmarks.demo $(MODEL_SETTINGS) $(if $(TURNS),--filler-turns $(TURNS))
@@ -158,6 +158,12 @@ eval: install
 # into its section of docs/eval.md. eval-real-short: the scripted recall eval at a reduced size (~15 min).
 eval-real: install
 	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier long-chat $(EVAL_ARGS)
+
+# Recall over a real long conversation (benchmarks/locomo.py: LoCoMo's conversation 26, 419 turns, 15 questions
+# about turns older than the newest 100) on the same Qwen: stock Agent N=10, the switch on N=10, an oracle; per
+# question whether the answering turn was quoted, and token F1; into docs/eval.md. EVAL_ARGS="--conversation 30".
+eval-locomo: install
+	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier locomo $(EVAL_ARGS)
 
 eval-real-short: install
 	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier eval $(EVAL_ARGS)

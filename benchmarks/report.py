@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from benchmarks import search
+from benchmarks import search, search_scale
 from benchmarks.concurrency import ConcurrencyResult
 from benchmarks.conversation import recalled
 from benchmarks.history import GAP, HistoryTiming
@@ -581,10 +581,13 @@ def write(results: BenchResults, docs: Path, total_seconds: float) -> list[Path]
     docs.mkdir(parents=True, exist_ok=True)
     figures = plot(results, docs)
     markdown = docs / "benchmarks.md"
-    search_section = search.saved_section(markdown)  # written by `python -m benchmarks.search`, kept across runs
+    # Written by `python -m benchmarks.search` and `... search_scale`, kept across runs.
+    search_section, scale_section = search.saved_section(markdown), search_scale.saved_section(markdown)
     markdown.write_text(render(results, total_seconds), encoding="utf-8")
     if search_section:
         search.write_section(markdown, search_section)
+    if scale_section:
+        search_scale.write_section(markdown, scale_section)
     raw = docs / "benchmarks.json"
     raw.write_text(json.dumps(asdict(results), indent=1, default=str), encoding="utf-8")
     return [markdown, raw, *figures]

@@ -123,6 +123,11 @@ async def seed(sessions, key: SessionKey, count: int) -> uuid.UUID:
     return last_id
 
 
+async def tool_matches(service: SessionMemoryService, turn: Turn, query: str) -> list:
+    matches, _words = await find_earlier(service, turn, query)
+    return matches
+
+
 async def postgres_filters(engine, key: SessionKey, words: tuple[str, ...], rounds: int) -> list[FilterTiming]:
     """The candidate statement of the worst query with each filter of :data:`POSTGRES_FILTERS`, timed alike."""
     parameters = {
@@ -172,7 +177,7 @@ async def measure(backend: str, url: str, messages: int, rounds: int) -> tuple[l
             # As a turn's message, asked: a statement quotes nothing (``recall.asks``).
             turn = Turn(key=key, n_messages=N_MESSAGES, input_message_id=input_id, input_text=f"What about {query}?")
             calls = {
-                "tool": lambda turn=turn, query=query: find_earlier(sessions, turn, keywords(query)),
+                "tool": lambda turn=turn, query=query: tool_matches(service, turn, query),
                 "excerpts": lambda turn=turn: service.excerpts(turn, "", window),
             }
             for path, call in calls.items():

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from langflow_session_memory.services.session_memory.rules import recall
+from langflow_session_memory.services.session_memory.rules import ranking, recall
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
+from langflow_session_memory.services.session_memory.storage import search_index
 from langflow_session_memory.services.session_memory.summary import model_call, prompt, validation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +45,10 @@ STATEMENTS = {
     rf"\b{NUMBER}\s+output\s+tokens\b": {model_call.FOLD_OUTPUT_TOKENS, model_call.FOLD_REASONING_OUTPUT_TOKENS},
     rf"\bat\s+most\s+{NUMBER}\s+estimated\s+tokens\b": {prompt.MAX_TOKENS_PER_MESSAGE},
     rf"\bclipped\s+to\s+{NUMBER}\s+estimated\s+tokens\b": {prompt.MAX_TOKENS_PER_MESSAGE},
+    rf"\bwithin\s+{NUMBER}\s+estimated\s+tokens\b": {ranking.PASSAGE_TOKENS},
+    rf"\bthe\s+best\s+{NUMBER}\s+are\s+quoted\b": {ranking.MOST_HITS},
+    rf"\bthe\s+{NUMBER}\s+rarest\b": {ranking.MOST_TERMS},
+    rf"\b{NUMBER}\s+messages\s+a\s+transaction\b": {search_index.INDEX_BATCH},
 }
 
 

@@ -18,7 +18,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, event, inspect, pool
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
+from langflow_session_memory.services.session_memory.storage.model import session_memory_metadata
 
 VERSION_TABLE = "alembic_version_session_memory"
 # Distinct from Langflow's own migration lock so the two never wait on each other.
@@ -87,11 +87,13 @@ async def _run_command(url: str, action, revision: str) -> None:
 
 
 def _recorded_without_table(connection: Connection) -> bool:
-    return _current_revision(connection) is not None and not inspect(connection).has_table(TABLE_NAME)
+    inspector = inspect(connection)
+    missing = [name for name in session_memory_metadata.tables if not inspector.has_table(name)]
+    return _current_revision(connection) is not None and bool(missing)
 
 
 async def upgrade(url: str, revision: str = "head") -> None:
-    """Upgrade; a recorded revision without our table (dropped, a restored backup) is replayed from the start.
+    """Upgrade; a recorded revision without one of our tables (dropped, a restored backup) is replayed from the start.
 
     Every revision checks what exists before it creates anything, so replaying is safe.
     """

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks.app import connect_embedding_model
 from tests.app.langflow_client import insert_state_row
-from tests.app.test_search_earlier_messages import LOCKER_FACT, QUESTION, store_messages, switched_on
+from tests.app.test_search_earlier_messages import ASKED, LOCKER_FACT, store_messages, switched_on
 from tests.app.test_session_memory_agent import chat_requests
 
 N_MESSAGES = 2
@@ -75,11 +75,11 @@ def test_an_older_message_the_embedding_model_finds_reaches_the_model(
     flow_id, agent_id, session_id = embedding_session(langflow)
     before = len(fake_model.requests())
 
-    langflow.run(flow_id, QUESTION, session_id=session_id, tweaks=switched_on(agent_id))
+    langflow.run(flow_id, ASKED, session_id=session_id, tweaks=switched_on(agent_id))
 
     pool, query = embed_requests(fake_model, before)
     assert LOCKER_FACT.format(team=10) in pool["body"]["input"]  # the older messages, once
-    assert query["body"]["input"] in (QUESTION, [QUESTION])
+    assert query["body"]["input"] in (ASKED, [ASKED])
     [asked] = chat_requests(fake_model, before)
     assert "VAULT-10" in json.dumps(asked["body"]["messages"])
 
@@ -88,7 +88,7 @@ def test_with_the_switch_off_the_embedding_model_is_never_called(langflow, fake_
     flow_id, _, session_id = embedding_session(langflow)
     before = len(fake_model.requests())
 
-    langflow.run(flow_id, QUESTION, session_id=session_id)
+    langflow.run(flow_id, ASKED, session_id=session_id)
 
     assert embed_requests(fake_model, before) == []
     [asked] = chat_requests(fake_model, before)
@@ -102,7 +102,7 @@ def test_a_failing_embedding_model_leaves_the_turn_as_without_it(langflow, fake_
     httpx.post(control, json={"embed_fail_status": 500}, timeout=10).raise_for_status()
     try:
         before = len(fake_model.requests())
-        response = langflow.run(flow_id, QUESTION, session_id=session_id, tweaks=switched_on(agent_id))
+        response = langflow.run(flow_id, ASKED, session_id=session_id, tweaks=switched_on(agent_id))
     finally:
         httpx.post(control, json={"embed_fail_status": None}, timeout=10).raise_for_status()
 

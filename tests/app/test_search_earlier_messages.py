@@ -21,7 +21,10 @@ LOCKER_FACT = (
     "Team {team} keeps its locker code in the blue binder on the third shelf near the loading dock behind the old "
     "printer, next to the spare keys and the visitor badges, and the code written there is VAULT-{team}."
 )
-QUESTION = "What is the locker code of team 10?"
+# Said without a question mark or a question word first (``rules.recall.asks``): a question's words would quote
+# the fact from the full-text index without any tool call (tests/app/test_search_index.py); these test the tool.
+QUESTION = "The locker code of team 10, what was it"
+ASKED = "What is the locker code of team 10?"
 ANSWER = "From our conversation: VAULT-10"
 
 
@@ -142,7 +145,7 @@ def scoped_session(langflow, summary: str) -> tuple[str, str, str]:
 
 
 def test_the_tool_never_returns_another_sessions_flows_or_users_message(langflow, fake_model):
-    # The summary names the question's words, so no older message is quoted and the model searches.
+    # A request quotes no older message (it does not ask), so the model searches.
     summary = "Key facts:\n- The locker code of team 10 was agreed.\nConversation so far:\n- The weather."
     flow_id, agent_id, session_id = scoped_session(langflow, summary)
 
@@ -162,7 +165,7 @@ def test_older_messages_quoted_without_a_tool_call_are_the_session_s_own(langflo
     flow_id, agent_id, session_id = scoped_session(langflow, summary)
 
     before = len(fake_model.requests())
-    response = langflow.run(flow_id, QUESTION, session_id=session_id, tweaks=switched_on(agent_id))
+    response = langflow.run(flow_id, ASKED, session_id=session_id, tweaks=switched_on(agent_id))
 
     [asked] = chat_requests(fake_model, before)  # answered from the quoted message: no tool call
     sent = json.dumps(asked["body"]["messages"])

@@ -26,6 +26,13 @@ STUCK_FOLD_SECONDS = 60
 pytestmark = pytest.mark.app
 
 
+# SQLite's full-text engine keeps the index in a virtual table and its shadow tables.
+FTS5_TABLES = {
+    "session_memory_search_fts",
+    *(f"session_memory_search_fts_{part}" for part in ("data", "idx", "docsize", "config")),
+}
+
+
 def our_schema(url: str) -> tuple[set[str], list[tuple]]:
     """Our tables in the database, and the revision our version table records."""
     engine = database_engine(url)
@@ -72,7 +79,11 @@ def test_start_up_migrates_a_new_database_and_shutdown_cancels_a_fold_in_flight(
     assert tuple(row) == (SEEDED_SUMMARY, FOLDED_MESSAGES, None)  # the claim given back, the summary untouched
 
     tables, revision = our_schema(database_url)
-    assert tables == {"alembic_version_session_memory", "session_memory_state"}
+    assert tables - FTS5_TABLES == {
+        "alembic_version_session_memory",
+        "session_memory_state",
+        "session_memory_search_entry",
+    }
     assert revision == [(runner.head_revision(),)]
     migrated = [line for line in started if MIGRATED_EVENT in line]
     assert len(migrated) == 1, started

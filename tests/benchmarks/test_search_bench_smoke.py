@@ -28,3 +28,22 @@ def test_a_report_of_make_bench_keeps_the_search_section(tmp_path, monkeypatch):
     report.write(results=None, docs=tmp_path, total_seconds=1.0)
 
     assert (tmp_path / "benchmarks.md").read_text(encoding="utf-8") == f"# Benchmarks\n\na new run\n\n{section}"
+
+
+def test_a_report_of_make_bench_keeps_the_scale_section_too(tmp_path, monkeypatch):
+    from benchmarks import report, search_scale
+
+    scale = f"{search_scale.SECTION_MARKER}\n## Excerpts from the full-text index at scale\n\n| postgresql | ... |\n"
+    section = f"{search.SECTION_MARKER}\n## Search of older messages\n\n| sqlite | ... |\n"
+    (tmp_path / "benchmarks.md").write_text(f"# Benchmarks\n\nan older run\n\n{scale}\n{section}", encoding="utf-8")
+    monkeypatch.setattr(report, "render", lambda _results, _seconds: "# Benchmarks\n\na new run\n")
+    monkeypatch.setattr(report, "plot", lambda _results, _docs: [])
+    monkeypatch.setattr(report, "asdict", lambda _results: {})
+
+    report.write(results=None, docs=tmp_path, total_seconds=1.0)
+
+    written = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
+    assert written.startswith("# Benchmarks\n\na new run\n")
+    assert scale in written
+    assert written.index(search_scale.SECTION_MARKER) < written.index(search.SECTION_MARKER)
+    assert written.endswith(section)

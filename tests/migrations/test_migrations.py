@@ -18,6 +18,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.storage.model import (
+    ENGINE_COLUMNS,
+    ENGINE_INDEXES,
+    SEARCH_TABLE_NAME,
     TABLE_NAME,
     SessionMemoryState,
     session_memory_metadata,
@@ -51,6 +54,31 @@ async def test_upgrade_downgrade_upgrade(database_url):
     assert await runner.current_revision(database_url) is None
 
     await runner.upgrade(database_url)
+    assert TABLE_NAME in await _run_sync(database_url, _tables)
+
+
+def _search_index_objects(connection) -> set[str]:
+    """The engine's objects behind the full-text index: FTS5's table and triggers, or PostgreSQL's GIN index."""
+    if connection.dialect.name == "sqlite":
+        query = (
+            "SELECT name FROM sqlite_master"
+            " WHERE name LIKE 'session_memory_search_fts%' AND type IN ('table', 'trigger')"
+        )
+    else:
+        query = "SELECT indexname FROM pg_indexes WHERE indexname = 'ix_session_memory_search_entry_body'"
+    return set(connection.execute(text(query)).scalars())
+
+
+async def test_the_search_index_comes_with_sm0007_and_goes_with_its_downgrade(database_url):
+    await runner.upgrade(database_url)
+    created = await _run_sync(database_url, _search_index_objects)
+    assert created >= {"session_memory_search_fts", "session_memory_search_fts_insert"} or created == {
+        "ix_session_memory_search_entry_body"
+    }
+
+    await runner.downgrade(database_url, "sm0006")
+    assert await _run_sync(database_url, _search_index_objects) == set()
+    assert "session_memory_search_entry" not in await _run_sync(database_url, _tables)
     assert TABLE_NAME in await _run_sync(database_url, _tables)
 
 
@@ -90,14 +118,17 @@ def _columns(connection) -> set[str]:
     return {column["name"] for column in inspect(connection).get_columns(TABLE_NAME)}
 
 
-async def test_migrate_restores_a_dropped_table_that_the_version_table_still_records(database_url):
+@pytest.mark.parametrize("dropped", [TABLE_NAME, SEARCH_TABLE_NAME])
+async def test_migrate_restores_a_dropped_table_that_the_version_table_still_records(database_url, dropped):
     await runner.upgrade(database_url)
-    await _run_sync(database_url, lambda connection: connection.execute(text(f"DROP TABLE {TABLE_NAME}")))
+    await _run_sync(database_url, lambda connection: connection.execute(text(f"DROP TABLE {dropped}")))
     assert await runner.current_revision(database_url) == runner.head_revision()
 
     await runner.upgrade(database_url)
 
     assert set(SessionMemoryState.__table__.columns.keys()) <= await _run_sync(database_url, _columns)
+    assert dropped in await _run_sync(database_url, _tables)
+    assert await _run_sync(database_url, _search_index_objects)
     assert await runner.current_revision(database_url) == runner.head_revision()
 
 
@@ -107,12 +138,21 @@ async def test_second_upgrade_is_a_no_op(database_url):
     assert await runner.current_revision(database_url) == runner.head_revision()
 
 
+def _ours(name: str, type_: str) -> bool:
+    """Our tables and their indexes, but for the full-text engine's, which the model cannot declare on both
+    databases (PostgreSQL's GIN index on an expression; SQLite's FTS5 tables are not ours to compare)."""
+    if type_ == "table":
+        return name in session_memory_metadata.tables
+    return not ((type_ == "index" and name in ENGINE_INDEXES) or (type_ == "column" and name in ENGINE_COLUMNS))
+
+
 async def test_model_matches_migrated_database(database_url):
     await runner.upgrade(database_url)
 
     def diff(connection):
         context = MigrationContext.configure(
-            connection, opts={"include_name": lambda name, type_, _: type_ != "table" or name == TABLE_NAME}
+            connection,
+            opts={"include_name": lambda name, type_, _: _ours(name, type_)},
         )
         return compare_metadata(context, session_memory_metadata)
 

@@ -322,6 +322,14 @@ def answering(server: subprocess.Popen, url: str, what: str, log_path: Path) -> 
     raise RuntimeError(f"{what} did not answer within {START_TIMEOUT_S} s; see {log_path}")
 
 
+def run_locomo(arguments: list[str]) -> int:
+    """``benchmarks.locomo`` against Qwen served by the tier with an 8,192-token window, into docs/eval.md
+    (``make eval-locomo``)."""
+    window = ("--context-window", str(LONG_CHAT_QWEN.context_window))
+    timeout = {"LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S": LONG_CHAT_STREAM_TIMEOUT_S}
+    return run_benchmark("locomo", LONG_CHAT_QWEN, [*window, *arguments], timeout)
+
+
 def run_benchmark(module: str, model: ServedModel, arguments: list[str], environment: dict[str, str]) -> int:
     """``benchmarks.<module>`` against ``model`` served by the tier (built and assembled first), with the server's
     request log for its token counts; the server is stopped whatever happens."""
@@ -390,6 +398,8 @@ def main() -> int:
         return run_eval(sys.argv[2:])
     if sys.argv[1:2] == ["long-chat"]:
         return run_long_chat(sys.argv[2:])
+    if sys.argv[1:2] == ["locomo"]:
+        return run_locomo(sys.argv[2:])
     started = time.monotonic()
     if url := os.environ.get("REAL_MODEL_URL"):
         say(f"using the model server at {url}")

@@ -20,8 +20,9 @@ from langflow_session_memory.services.session_memory.agent.search_tool import (
     with_search_tool,
 )
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
-from langflow_session_memory.services.session_memory.rules.recall import EXCERPT_CHARACTERS, keywords
+from langflow_session_memory.services.session_memory.rules.recall import EXCERPT_CHARACTERS
 from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from tests.chat import START, chat_rows, store_rows
 
 WINDOW = 10
@@ -44,7 +45,9 @@ async def seed(sessions, key, texts: dict[int, str] | None = None, count: int = 
 
 
 async def search(sessions, turn, query: str):
-    return await find_earlier(sessions, turn, keywords(query))
+    """The tool's matches where the full-text index is not filled yet: the newest messages holding the words."""
+    matches, _words = await find_earlier(SessionMemoryService(sessions=sessions), turn, query)
+    return matches
 
 
 async def test_a_fact_older_than_the_window_is_found_with_sender_and_time(sessions, key):
@@ -156,7 +159,7 @@ def memory_turn_of(monkeypatch):
 
     def use(turn: Turn, sessions):
         monkeypatch.setattr(guard, "memory_turn", lambda _component: turn)
-        service = SimpleNamespace(sessions=sessions, background=BackgroundFolds())
+        service = SessionMemoryService(sessions=sessions, background=BackgroundFolds())
         monkeypatch.setattr(guard, "get_session_memory_service", lambda: service)
 
     return use

@@ -131,6 +131,33 @@ EXCERPTS_FAILED = Event(
     "the query for excerpts failed and the turn went on without them; `where=embedding_model`: the embedding model"
     " failed and the turn kept its word excerpts",
 )
+PASSAGES = Event(
+    "session_memory_passages",
+    "INFO",
+    "words= searched= matched= quoted= hits= best_score= latency_ms= session_id=",
+    "older messages quoted in this turn's request from the full-text index: of the question's `words`, the"
+    " `searched` rarest matched `matched` messages; the best `hits` are quoted with their neighbours (`quoted` lines)",
+)
+INDEXED = Event(
+    "session_memory_indexed",
+    "INFO",
+    "messages= batches= latency_ms= session_id=",
+    "after an answer, messages older than the next turn's window were added to the full-text index",
+)
+INDEX_BEHIND = Event(
+    "session_memory_index_behind",
+    "INFO",
+    "session_id=",
+    "a turn asked about older messages the full-text index does not hold yet (a session switched on late, or"
+    " its indexing after the last answer still running): they were searched by their words, as before the index",
+)
+INDEX_FAILED = Event(
+    "session_memory_index_failed",
+    "ERROR",
+    "where= reason=",
+    "the full-text index could not be read (`where=search`: the turn searched by words instead) or written"
+    " (`where=indexing`, after an answer: the next answer retries)",
+)
 SEARCH = Event(
     "session_memory_search",
     "INFO",
@@ -267,6 +294,10 @@ CATALOGUE = (
     RESET,
     EXCERPTS,
     EXCERPTS_FAILED,
+    PASSAGES,
+    INDEXED,
+    INDEX_BEHIND,
+    INDEX_FAILED,
     SEARCH,
     SEARCH_FAILED,
     HISTORY_TRIMMED,

@@ -25,7 +25,7 @@ from lfx.utils.langflow_utils import has_langflow_db_backend
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.agent.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules import context_size, token_estimate, usage
+from langflow_session_memory.services.session_memory.rules import context_size, ranking, token_estimate, usage
 from langflow_session_memory.services.session_memory.rules.call_fit import Reduction
 from langflow_session_memory.services.session_memory.rules.recall import MAX_QUERY_CHARACTERS
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
@@ -239,19 +239,21 @@ def memory_turn(component) -> Turn | None:
     declared_window = configured_context_window(component) or None
     context_window = context_size.context_window(agent_model_of(component), declared_window)
     server = model_url(agent_model_of(component))
+    input_text = _text_start(given)
     return Turn(
         key=key,
         n_messages=int(component.n_messages),
         input_message_id=_uuid_or_none(given.get_id() if isinstance(given, Message) else None),
         context_window=context_window,
-        fixed_tokens=_fixed_tokens(component),
+        # The passages a question may quote are counted inside the request's fit, not left to the answer's margin.
+        fixed_tokens=_fixed_tokens(component) + ranking.room_for_passages(input_text, context_window),
         provider=provider,
         fold_context_window=context_size.context_window(summary_model, None) if summary_model else context_window,
         tracing=tuple(tracing_callbacks(component)),
         model_server=server,
         waits_for_folds=new_turn_waits_for_folds(server),
         declared_window=declared_window,
-        input_text=_text_start(given),
+        input_text=input_text,
     )
 
 

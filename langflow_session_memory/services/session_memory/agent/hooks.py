@@ -41,6 +41,7 @@ from langflow_session_memory.services.session_memory.rules.context_size import C
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import tool_result_share
+from langflow_session_memory.services.session_memory.storage import search_index
 from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_WORD_LIMIT
 
 # The node's help texts, from the policy the service folds by.
@@ -201,6 +202,7 @@ async def finish_turn(component, result: Message) -> Message:
     """
     await _record_call_size(component)
     result = await stock_on_failure_async("usage", result, lambda: _add_fold_usage(component, result))
+    await stock_on_failure_async("index_after_answer", None, lambda: _index_after_answer(component))
     await stock_on_failure_async("fold_after_answer", None, lambda: _fold_after_answer(component))
     handed_on = stock_on_failure("handed_on", None, lambda: playground.without_summary(result))
     return handed_on if handed_on is not None else _without_steps(result)
@@ -234,6 +236,29 @@ async def _fold_after_answer(component) -> None:
             await service.fold_after_turn(turn, llm)
 
     await with_memory(state, fold)
+
+
+async def _index_after_answer(component) -> None:
+    """Add the messages the next turn's window leaves out to the full-text index, so a later question finds them.
+
+    Usually the two a turn pushes out: one small insert here, before the fold after the answer starts, like the
+    call size kept above (on SQLite a write from a task running beside Langflow's next request can make that
+    request's delete fail: its snapshot went stale). A backlog (a session switched on late) goes on in the
+    background, a batch a transaction, or here where no server loop runs.
+    """
+    state = run_state(component)
+    if state.history is None:
+        return
+
+    async def index(service, turn):
+        if await service.index_older(turn, batches=1) < search_index.INDEX_BATCH:
+            return
+        if service.background.available():
+            service.background.start_indexing(turn.key, lambda: service.index_older(turn))
+        else:
+            await service.index_older(turn)
+
+    await with_memory(state, index)
 
 
 async def _add_fold_usage(component, result: Message) -> Message:

@@ -78,7 +78,7 @@ def answer(matches: Sequence[Match], words: Sequence[str]) -> str:
         return "No search was run: give a few distinctive words from what was said (names, numbers, codes)."
     if not matches:
         return f"No earlier messages of this conversation contain any of: {', '.join(words)}."
-    lines = [f"{len(matches)} earlier message(s) of this conversation, best match first:"]
+    lines = [f"{len(matches)} earlier message(s) of this conversation:"]
     lines += [
         f"- [{_iso(match.timestamp)}] {match.sender_name or match.sender} ({match.sender}): {match.excerpt}"
         for match in matches

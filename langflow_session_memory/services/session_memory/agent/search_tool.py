@@ -1,11 +1,11 @@
 """The Agent's ``search_earlier_messages`` tool: the session's messages older than its raw window.
 
-Offered only where the history has memory (the switch on, "Search Older Messages" on, and
-the run's Turn, read by the history's guard), so its scope is the history's key. A turn that does not
-call it costs nothing but the tool's description in the request; a call runs two bounded
-statements. Its answer goes to the model only: Langflow shows the call among the Agent's
-steps, and no chat message is stored for it. A failed search answers "unavailable" and
-is logged without any text; the turn goes on.
+Offered only where the history has memory (the switch on, "Search Older Messages" on, and the run's Turn, read
+by the history's guard), so its scope is the history's key. A turn that does not call it costs nothing but the
+tool's description in the request; a call runs the full-text search a turn's excerpts run (a few bounded
+statements), or two while the index is behind. Its answer goes to the model only: Langflow shows the call
+among the Agent's steps, and no chat message is stored for it. A failed search answers "unavailable" and is
+logged without any text; the turn goes on.
 """
 
 import time
@@ -23,6 +23,7 @@ from langflow_session_memory.services.session_memory.agent.search import (
     answer,
     rank,
 )
+from langflow_session_memory.services.session_memory.rules import ranking
 from langflow_session_memory.services.session_memory.rules.recall import keywords
 from langflow_session_memory.services.session_memory.storage import messages
 
@@ -53,15 +54,12 @@ def search_tool(state: guard.RunState) -> StructuredTool:
     """The tool, bound to the run: it searches with the run's Turn (its key and window)."""
 
     async def search_earlier_messages(query: str) -> str:
-        words = keywords(query)
-        if not words:
-            return answer([], words)
         found = await guard.with_memory(
             state,
-            lambda service, turn: find_earlier(service.sessions, turn, words),
+            lambda service, turn: find_earlier(service, turn, query),
             failure_event=log_events.SEARCH_FAILED,
         )
-        return SEARCH_UNAVAILABLE if found is None else answer(found[1], words)
+        return SEARCH_UNAVAILABLE if found is None else answer(*found[1])
 
     return StructuredTool.from_function(
         coroutine=search_earlier_messages,
@@ -71,23 +69,53 @@ def search_tool(state: guard.RunState) -> StructuredTool:
     )
 
 
-async def find_earlier(sessions, turn, words) -> list[Match]:
-    """The best matches for ``words`` among the messages of ``turn.key`` older than its raw window."""
+async def find_earlier(service, turn, query: str) -> tuple[list[Match], tuple[str, ...]]:
+    """The messages of ``turn.key`` older than its raw window that ``query`` finds, and the words it searched: the
+    full-text index's passages, as a turn's excerpts find them (``SessionMemoryService.passages_before``), or
+    where the index is behind or missing, the newest messages holding its words, best first."""
     started = time.perf_counter()
-    async with sessions() as session:
+    async with service.sessions() as session:
         boundary = await messages.window_start(
             session, turn.key, turn.n_messages, input_message_id=turn.input_message_id
         )
-        candidates = (
-            []
-            if boundary is None
-            else await messages.older_than_window_matching(
-                session, turn.key, before=boundary, words=words, limit=CANDIDATE_LIMIT, read_characters=READ_CHARACTERS
+    if boundary is None:
+        return [], ranking.query_words(query)
+    passages = await service.passages_before(turn.key, query, before=boundary, tokens=tool_budget(turn.context_window))
+    if passages is not None:
+        matches = [
+            Match(
+                sender=line.sender,
+                sender_name=line.sender_name,
+                timestamp=line.timestamp,
+                excerpt=line.text,
+                keywords_found=int(line.score > 0),
             )
-        )
-    matches = rank(candidates, words)
+            for line in passages
+        ]
+        words, candidates = ranking.query_words(query), len(passages)
+    else:
+        words = keywords(query)
+        async with service.sessions() as session:
+            found = (
+                await messages.older_than_window_matching(
+                    session,
+                    turn.key,
+                    before=boundary,
+                    words=words,
+                    limit=CANDIDATE_LIMIT,
+                    read_characters=READ_CHARACTERS,
+                )
+                if words
+                else []
+            )
+        matches, candidates = rank(found, words), len(found)
     await logger.ainfo(
-        f"{log_events.SEARCH} keywords={len(words)} candidates={len(candidates)} matches={len(matches)} "
+        f"{log_events.SEARCH} keywords={len(words)} candidates={candidates} matches={len(matches)} "
         f"latency_ms={round((time.perf_counter() - started) * 1000)}"
     )
-    return matches
+    return matches, words
+
+
+def tool_budget(context_window: int | None) -> int:
+    """The tokens the tool's answer may take: twice a turn's passages (it is asked for), within the window."""
+    return 2 * ranking.passage_budget(context_window)

@@ -11,7 +11,7 @@ the way out; a process that dies mid-fold leaves a claim that runs out by itself
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 
 from lfx.log.logger import logger
@@ -30,8 +30,8 @@ class BackgroundFolds:
 
     limit: int = MAX_BACKGROUND_FOLDS
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
-    _running: dict[SessionKey, asyncio.Task] = field(default_factory=dict, repr=False)
-    _servers: dict[SessionKey, str | None] = field(default_factory=dict, repr=False)
+    _running: dict[Hashable, asyncio.Task] = field(default_factory=dict, repr=False)
+    _servers: dict[Hashable, str | None] = field(default_factory=dict, repr=False)
     _turns_waiting: dict[str | None, int] = field(default_factory=dict, repr=False)
 
     def open(self) -> None:
@@ -55,14 +55,25 @@ class BackgroundFolds:
         holds the unfolded messages meanwhile (at most two batches; beyond that the turn
         folds the excess inside itself).
         """
-        if not self.available() or key in self._running:
+        if not self._run(key, fold):
+            return False
+        self._servers[key] = server
+        return True
+
+    def start_indexing(self, key: SessionKey, index: Callable[[], Awaitable[int]]) -> bool:
+        """Start ``index`` (adding the session's older messages to the full-text index) beside its fold: no model
+        server serves it, so no turn waits for it; one per session, within the same ``limit``."""
+        return self._run(("index", key), index)
+
+    def _run(self, job: Hashable, work: Callable[[], Awaitable[object]]) -> bool:
+        if not self.available() or job in self._running:
             return False
         if len(self._running) >= self.limit:
             logger.info(f"{log_events.FOLD_DEFERRED} reason=busy running={len(self._running)}")
             return False
-        task = asyncio.get_running_loop().create_task(fold(), name=FOLD_TASK_NAME)
-        self._running[key], self._servers[key] = task, server
-        task.add_done_callback(lambda _task: (self._running.pop(key, None), self._servers.pop(key, None)))
+        task = asyncio.get_running_loop().create_task(work(), name=FOLD_TASK_NAME)
+        self._running[job] = task
+        task.add_done_callback(lambda _task: (self._running.pop(job, None), self._servers.pop(job, None)))
         return True
 
     async def wait_for_server(self, server: str | None, timeout_seconds: float) -> None:
@@ -74,7 +85,8 @@ class BackgroundFolds:
         land, and the turn then reads the summary it wrote. A fold still running at the deadline
         goes on; the turn does not wait longer.
         """
-        tasks = [task for key, task in self._running.items() if self._servers.get(key) == server and not task.done()]
+        tasks = [task for key, task in self._running.items() if key in self._servers and self._servers[key] == server]
+        tasks = [task for task in tasks if not task.done()]
         if not tasks or not self.available():
             return
         started = time.perf_counter()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, HumanMessage
 from langflow.services.database.models.message.model import MessageTable
 from lfx.schema.message import Message
-from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_USER
+from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
 
 from langflow_session_memory.services.session_memory.rules.recall import Excerpt
 
@@ -28,6 +28,7 @@ EXCERPTS_FRAME = (
 )
 EXCERPTS_ACKNOWLEDGEMENT = "Understood."
 _SPEAKERS = {MESSAGE_SENDER_USER: "User", MESSAGE_SENDER_AI: "Assistant"}
+_DEFAULT_NAMES = frozenset({MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_NAME_AI, SUMMARY_SENDER_NAME})
 
 
 def carries_summary(message: BaseMessage, summary: str) -> bool:
@@ -65,13 +66,20 @@ def excerpt_messages(excerpts: Sequence[Excerpt]) -> list[Message]:
     if not excerpts:
         return []
     lines = "\n".join(
-        f"- [{excerpt.timestamp:%Y-%m-%d %H:%M}] {_SPEAKERS.get(excerpt.sender, excerpt.sender)}: {excerpt.text}"
-        for excerpt in excerpts
+        f"- [{excerpt.timestamp:%Y-%m-%d %H:%M}] {_speaker(excerpt)}: {excerpt.text}" for excerpt in excerpts
     )
     return [
         Message(text=EXCERPTS_FRAME.format(lines=lines), sender=MESSAGE_SENDER_USER, sender_name=SUMMARY_SENDER_NAME),
         Message(text=EXCERPTS_ACKNOWLEDGEMENT, sender=MESSAGE_SENDER_AI, sender_name=SUMMARY_SENDER_NAME),
     ]
+
+
+def _speaker(excerpt: Excerpt) -> str:
+    """Who a quoted line says wrote it: the stored sender name where the flow gave one (a persona, a person's
+    name, which questions use), else User or Assistant."""
+    if excerpt.sender_name and excerpt.sender_name not in _DEFAULT_NAMES:
+        return excerpt.sender_name
+    return _SPEAKERS.get(excerpt.sender, excerpt.sender)
 
 
 def summary_text(summary: str) -> str:

@@ -32,7 +32,8 @@ earlier for from had has have he her him his how i if in into is it its just me 
 said say she so some than that the their them then there these they this to told up us was we were what when where
 which who whom why will with would you your"""
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
-_WORD = re.compile(r"\w+(?:[-.'/:]\w+)*")
+# A word as a query and an index count it: IDs keep their inner punctuation (``PRJ-123``, ``v2.1``).
+WORD = re.compile(r"\w+(?:[-.'/:]\w+)*")
 
 
 def keywords(query: str) -> tuple[str, ...]:
@@ -44,7 +45,7 @@ def keywords(query: str) -> tuple[str, ...]:
     """
     found: list[str] = []
     budget = MAX_PATTERN_CHARACTERS
-    for word in _WORD.findall(query[:MAX_QUERY_CHARACTERS].lower()):
+    for word in WORD.findall(query[:MAX_QUERY_CHARACTERS].lower()):
         word = word[:MAX_KEYWORD_CHARACTERS]
         if word in STOP_WORDS or (len(word) == 1 and not word.isdigit()) or word in found:
             continue
@@ -100,13 +101,16 @@ class Found(Protocol):
 @dataclass(frozen=True)
 class Excerpt:
     """An older message quoted in a turn's request: who said it, when, the part around its words, its words'
-    score, and how far its meaning stood out (None: found by its words alone)."""
+    score, how far its meaning stood out (None: found by its words alone), the speaker's stored name and the
+    message's id (a passage of the full-text index quotes a message once)."""
 
     sender: str
     timestamp: datetime
     text: str
     score: float
     standout: float | None = None
+    sender_name: str = ""
+    message_id: object = None
 
 
 # How a message that asks about something starts, when it has no question mark ("Remind me of the code").
@@ -124,7 +128,7 @@ def asks(message: str) -> bool:
     """
     if "?" in message:
         return True
-    first = _WORD.search(message.lower())
+    first = WORD.search(message.lower())
     return first is not None and first.group() in _ASKING_WORDS
 
 

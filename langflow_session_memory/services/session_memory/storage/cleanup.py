@@ -42,10 +42,11 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ColumnEleme
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.storage import store
-from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
+from langflow_session_memory.services.session_memory.storage import search_index, store
+from langflow_session_memory.services.session_memory.storage.model import SessionMemorySearchEntry, SessionMemoryState
 
 STATE = SessionMemoryState.__table__
+ENTRY = SessionMemorySearchEntry.__table__
 MESSAGE = MessageTable.__table__
 KEYS_PER_STATEMENT = 200
 
@@ -121,6 +122,14 @@ def _delete_messages(state: ORMExecuteState, connection: Connection):
         oldest_removed.update({(f, u, s): ts for f, u, s, ts in rows if f is not None and u is not None})
 
     _isolated(connection, "read_deleted_messages", read_chats)
+
+    def drop_entries() -> None:
+        deleted = select(MESSAGE.c.id)
+        if where is not None:
+            deleted = deleted.where(_deleted_messages(where, connection.dialect.name))
+        connection.execute(delete(ENTRY).where(ENTRY.c.message_id.in_(deleted)))
+
+    _isolated(connection, "delete_indexed_messages", drop_entries)
     result = state.invoke_statement()
     if oldest_removed:
         _isolated(connection, "delete_messages", lambda: _follow_changes(connection, oldest_removed))
@@ -137,7 +146,9 @@ def _delete_flows(state: ORMExecuteState, connection: Connection):
 
     def drop_rows() -> None:
         for start in range(0, len(ids), KEYS_PER_STATEMENT):
-            connection.execute(delete(STATE).where(STATE.c.flow_id.in_(ids[start : start + KEYS_PER_STATEMENT])))
+            flow_ids = ids[start : start + KEYS_PER_STATEMENT]
+            connection.execute(delete(STATE).where(STATE.c.flow_id.in_(flow_ids)))
+            connection.execute(delete(ENTRY).where(ENTRY.c.flow_id.in_(flow_ids)))
 
     if ids:
         _isolated(connection, "delete_flows", drop_rows)
@@ -175,6 +186,8 @@ def _on_after_flush(session: Session, _flush_context) -> None:
     """Renames, edits and single deletes of messages, seen once per flush rather than per row."""
     renamed: set[tuple] = set()
     oldest_changed: dict[tuple, datetime] = {}
+    edited: dict[UUID, str] = {}
+    removed: set[UUID] = set()
     for message in (*session.dirty, *session.deleted):
         if not isinstance(message, MessageTable) or message.flow_id is None or message.user_id is None:
             continue
@@ -182,6 +195,10 @@ def _on_after_flush(session: Session, _flush_context) -> None:
         old_session_id = attributes.session_id.history.deleted
         if old_session_id and old_session_id[0] != message.session_id:
             renamed.add((message.flow_id, message.user_id, old_session_id[0], message.session_id))
+        if message in session.deleted:
+            removed.add(message.id)
+        elif _is_edit(attributes):
+            edited[message.id] = message.text
         if message in session.deleted or _is_edit(attributes):
             chat = (message.flow_id, message.user_id, message.session_id)
             oldest_changed[chat] = min(message.timestamp, oldest_changed.get(chat, message.timestamp))
@@ -194,6 +211,7 @@ def _on_after_flush(session: Session, _flush_context) -> None:
             _rename(connection, flow_id, owner_id, old, new)
         if oldest_changed:
             _follow_changes(connection, oldest_changed)
+        _follow_in_index(connection, edited, removed)
 
     _isolated(connection, "update_messages", follow)
 
@@ -207,6 +225,22 @@ def _is_edit(attributes) -> bool:
     return not (isinstance(before, dict) and before.get("state") == "partial")
 
 
+def _follow_in_index(connection: Connection, edited: dict[UUID, str], removed: set[UUID]) -> None:
+    """An edited message is searched by its new text, a deleted one no longer (a no-op for one never indexed)."""
+    if removed:
+        connection.execute(delete(ENTRY).where(ENTRY.c.message_id.in_(removed)))
+    for message_id, new_text in edited.items():
+        sender_name = connection.execute(select(ENTRY.c.sender_name).where(ENTRY.c.message_id == message_id)).scalar()
+        if sender_name is None:
+            continue
+        body = search_index.body_of(new_text)
+        connection.execute(
+            update(ENTRY)
+            .where(ENTRY.c.message_id == message_id)
+            .values(body=body, words=search_index.words_of(sender_name, body))
+        )
+
+
 def _rename(connection: Connection, flow_id: UUID, owner_id: UUID, old: str, new: str) -> None:
     """Move a chat's rows to its new session id; where the new id already has a row, that one stays."""
     target = STATE.alias("target")
@@ -218,15 +252,22 @@ def _rename(connection: Connection, flow_id: UUID, owner_id: UUID, old: str, new
     )
     connection.execute(delete(STATE).where(_chat(flow_id, owner_id, old), taken))
     connection.execute(update(STATE).where(_chat(flow_id, owner_id, old)).values(session_id=new))
+    connection.execute(
+        update(ENTRY)
+        .where(ENTRY.c.flow_id == flow_id, ENTRY.c.owner_id == owner_id, ENTRY.c.session_id == old)
+        .values(session_id=new, scope=search_index.scope_token(flow_id, owner_id, new))
+    )
 
 
 async def sweep(sessions) -> int:
-    """Delete every orphaned row, one bounded batch per transaction; returns how many went."""
+    """Delete every orphaned row and index entry, one bounded batch per transaction; returns how many went."""
     removed = 0
-    while True:
-        async with sessions() as session:
-            batch = await store.sweep_orphans(session)
-            await session.commit()
-        removed += batch
-        if batch < store.SWEEP_BATCH:
-            return removed
+    for sweep_batch in (store.sweep_orphans, search_index.sweep_orphans):
+        while True:
+            async with sessions() as session:
+                batch = await sweep_batch(session, store.SWEEP_BATCH)
+                await session.commit()
+            removed += batch
+            if batch < store.SWEEP_BATCH:
+                break
+    return removed

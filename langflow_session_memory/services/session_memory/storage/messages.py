@@ -138,10 +138,13 @@ async def newest_unfolded(
 
 
 async def gap(
-    session: AsyncSession, key: SessionKey, *, after: Cursor | None, before: Cursor, limit: int
+    session: AsyncSession, key: SessionKey, *, after: Cursor | None, before: Cursor | None, limit: int
 ) -> list[MessageTable]:
-    """Messages strictly after the fold cursor and strictly before the window, ascending, at most ``limit``."""
-    conditions = [_scope(key), _before(before)]
+    """Messages strictly after the fold cursor and strictly before the window, ascending, at most ``limit``
+    (``after=None``: from the chat's first message; ``before=None``: to its newest)."""
+    conditions = [_scope(key)]
+    if before is not None:
+        conditions.append(_before(before))
     if after is not None:
         conditions.append(_after(after))
     statement = select(MessageTable).where(*conditions).order_by(_columns.timestamp, _columns.id).limit(limit)
@@ -314,3 +317,35 @@ def _candidate(row) -> Candidate:
     return Candidate(
         message_id=row.id, timestamp=row.timestamp, sender=row.sender, sender_name=row.sender_name, text=row.text or ""
     )
+
+
+async def around(
+    session: AsyncSession, key: SessionKey, positions: Sequence[Cursor], *, read_characters: int
+) -> dict[Cursor, tuple[Candidate | None, Candidate | None]]:
+    """For each position, the message just before it and the one just after it in the chat (None at an end).
+
+    One statement: two one-row keyset seeks per position, so quoting a found message with its neighbours
+    costs a round trip whatever the chat's size. Only the first ``read_characters`` of each text are read.
+    """
+    neighbours: dict[Cursor, list[Candidate | None]] = {position: [None, None] for position in positions}
+    seeks = []
+    for index, position in enumerate(positions):
+        for side, (condition, order) in enumerate(
+            (
+                (_before(position), (_columns.timestamp.desc(), _columns.id.desc())),
+                (_after(position), (_columns.timestamp, _columns.id)),
+            )
+        ):
+            labels = (literal(index).label("position"), literal(side).label("side"))
+            seek = (
+                select(*labels, *_candidate_columns(read_characters))
+                .where(_scope(key), condition)
+                .order_by(*order)
+                .limit(1)
+                .subquery()
+            )
+            seeks.append(select(*seek.c))
+    if seeks:
+        for row in await session.execute(union_all(*seeks)):
+            neighbours[positions[row.position]][row.side] = _candidate(row)
+    return {position: (before, after) for position, (before, after) in neighbours.items()}

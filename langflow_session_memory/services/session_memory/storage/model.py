@@ -62,3 +62,39 @@ class SessionMemoryState(SessionMemoryBase, table=True):
     fold_batch_limit: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     created_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
     updated_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False))
+
+
+SEARCH_TABLE_NAME = "session_memory_search_entry"
+# Made by migration sm0007 for one database's engine, so not declared here: PostgreSQL's stored ``tsvector`` column
+# of the entries and its GIN index (SQLite's FTS5 table and its triggers are not tables of this registry either).
+ENGINE_INDEXES = frozenset({"ix_session_memory_search_entry_body"})
+ENGINE_COLUMNS = frozenset({"document"})
+
+
+class SessionMemorySearchEntry(SessionMemoryBase, table=True):
+    """One older message as the full-text index holds it: its chat, position and speaker, and the text searched.
+
+    The database's engine indexes ``body`` (SQLite: the FTS5 table ``session_memory_search_fts`` over this one,
+    kept by triggers; PostgreSQL: a GIN index on its ``tsvector``, migration ``sm0007``). ``scope`` is one
+    digits-only token naming the chat (:func:`storage.search_index.scope_token`), so an FTS5 query narrows to
+    one chat inside the engine; ``words`` is the body's length in words, for BM25's length normalisation.
+    """
+
+    __tablename__ = SEARCH_TABLE_NAME
+    __table_args__ = (
+        UniqueConstraint("message_id", name="uq_session_memory_search_entry_message_id"),
+        Index("ix_session_memory_search_entry_chat", "flow_id", "session_id", "timestamp", "message_id"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    message_id: UUID = Field(sa_column=Column(Uuid, nullable=False))
+    flow_id: UUID = Field(sa_column=Column(Uuid, nullable=False))
+    owner_id: UUID = Field(sa_column=Column(Uuid, nullable=False))
+    session_id: str = Field(sa_column=Column(Text, nullable=False))
+    context_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    timestamp: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    sender: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=text("''")))
+    sender_name: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=text("''")))
+    scope: str = Field(sa_column=Column(Text, nullable=False))
+    body: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=text("''")))
+    words: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default=text("0")))

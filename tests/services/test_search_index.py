@@ -1,0 +1,210 @@
+"""The full-text index of older messages on SQLite (FTS5) and PostgreSQL (tsvector + GIN): filled after an answer in
+bounded batches, found stemmed and ranked by the question's rarest words, quoted with neighbours (issue 52)."""
+
+import pytest
+from langflow.services.database.models.message.model import MessageTable
+from sqlalchemy import Column, MetaData, Table, Uuid, delete, func, select, text, update
+
+from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.storage import search_index
+from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners, sweep
+from langflow_session_memory.services.session_memory.storage.model import SessionMemorySearchEntry
+from tests.chat import ScriptedChatModel, chat_rows, store_rows
+
+WINDOW = 10
+QUESTION = "Which marathon did I sign up for?"
+ENTRY = SessionMemorySearchEntry.__table__
+SAID = {
+    3: "I bought new shoes yesterday, they look great.",
+    4: "Nice! For walking or running?",
+    5: "These are for running, I signed up for the Lisbon half marathon.",
+    40: "I have been painting landscapes on weekends lately.",
+}
+
+
+@pytest.fixture(autouse=True)
+def cleanup_listeners():
+    install_cleanup_listeners()
+
+
+async def long_chat(sessions, key, count: int = 120) -> list[MessageTable]:
+    """``count`` messages of small talk with a few facts among them; the last one is the user's question."""
+    rows = chat_rows(key, count + (count + 1) % 2)
+    for index, row in enumerate(rows):
+        row.text = SAID.get(index, f"Small talk number {index} about the weather and the week.")
+    return await store_rows(sessions, rows)
+
+
+def asking(key, rows, question: str) -> Turn:
+    rows[-1].text = question
+    return Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id, input_text=question)
+
+
+async def entries(sessions, key=None) -> int:
+    statement = select(func.count()).select_from(ENTRY)
+    if key is not None:
+        statement = statement.where(ENTRY.c.session_id == key.session_id)
+    async with sessions() as session:
+        return await session.scalar(statement)
+
+
+async def test_after_an_answer_every_message_older_than_the_next_window_is_indexed(service, sessions, key):
+    rows = await long_chat(sessions, key)
+
+    indexed = await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+
+    assert indexed == len(rows) - (WINDOW - 1)
+    assert await entries(sessions, key) == indexed
+    assert await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)) == 0
+
+
+async def test_a_session_switched_on_late_is_indexed_in_batches_of_its_size(service, sessions, key):
+    rows = await long_chat(sessions, key, 2 * search_index.INDEX_BATCH + 30)
+
+    first = await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id), batches=1)
+    assert first == search_index.INDEX_BATCH
+    rest = await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    assert first + rest == len(rows) - (WINDOW - 1)
+
+
+async def test_a_question_is_answered_from_the_message_after_the_one_its_words_find(service, sessions, key):
+    rows = await long_chat(sessions, key)
+    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    turn = asking(key, rows, "What were the new shoes for, walking?")
+    async with sessions.begin() as session:
+        await session.execute(update(MessageTable).where(MessageTable.id == rows[-1].id).values(text=turn.input_text))
+
+    history = await service.build_history(turn, ScriptedChatModel())
+
+    quoted = [excerpt.text for excerpt in history.excerpts]
+    assert SAID[5] in quoted  # the answer, which holds none of the question's words but follows the hit
+    assert quoted.index(SAID[3]) < quoted.index(SAID[4]) < quoted.index(SAID[5])  # as said, oldest first
+    assert "These are for running" in history.messages[-2].text
+
+
+async def test_a_word_is_found_stemmed(service, sessions, key):
+    rows = await long_chat(sessions, key)
+    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+
+    history = await service.build_history(asking(key, rows, "What did I paint?"), ScriptedChatModel())
+
+    assert SAID[40] in [excerpt.text for excerpt in history.excerpts]
+
+
+async def test_a_behind_index_searches_by_words_as_before(service, sessions, key, captured_logs):
+    rows = await long_chat(sessions, key)
+
+    history = await service.build_history(asking(key, rows, QUESTION), ScriptedChatModel())
+
+    assert [excerpt.text for excerpt in history.excerpts] == [SAID[5]]
+    assert any(line.startswith("session_memory_index_behind") for line in events(captured_logs))
+
+
+async def test_a_dropped_index_falls_back_to_the_words_search_with_an_error_logged(
+    service, sessions, key, captured_logs
+):
+    rows = await long_chat(sessions, key)
+    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    async with sessions.begin() as session:
+        await session.execute(text("DROP TABLE session_memory_search_entry"))
+
+    history = await service.build_history(asking(key, rows, QUESTION), ScriptedChatModel())
+
+    assert [excerpt.text for excerpt in history.excerpts] == [SAID[5]]
+    assert any("session_memory_index_failed where=search" in line for line in events(captured_logs))
+    assert await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)) == 0
+    assert any("session_memory_index_failed where=indexing" in line for line in events(captured_logs))
+
+
+async def test_the_index_holds_one_chat_only_per_search(service, sessions, key):
+    rows = await long_chat(sessions, key)
+    other = type(key)(flow_id=key.flow_id, owner_id=key.owner_id, session_id="another session")
+    other_rows = chat_rows(other, 30)
+    other_rows[0].text = "My running shoes are red."
+    await store_rows(sessions, other_rows)
+    for chat, chat_rows_ in ((key, rows), (other, other_rows)):
+        await service.index_older(Turn(key=chat, n_messages=WINDOW, input_message_id=chat_rows_[-1].id))
+
+    history = await service.build_history(asking(key, rows, "Which shoes were red?"), ScriptedChatModel())
+
+    assert all("red" not in excerpt.text for excerpt in history.excerpts)
+
+
+async def test_deleted_messages_leave_the_index_with_them(service, sessions, key):
+    rows = await long_chat(sessions, key)
+    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    async with sessions.begin() as session:
+        await session.execute(delete(MessageTable).where(MessageTable.id.in_([row.id for row in rows[:50]])))
+
+    assert await entries(sessions, key) == len(rows) - (WINDOW - 1) - 50
+
+
+def events(captured_logs) -> list[str]:
+    return [entry["event"] for entry in captured_logs]
+
+
+async def indexed_chat(service, sessions, key) -> list[MessageTable]:
+    rows = await long_chat(sessions, key)
+    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    return rows
+
+
+async def quoted(service, key, rows, question: str = QUESTION) -> list[str]:
+    history = await service.build_history(asking(key, rows, question), ScriptedChatModel())
+    return [excerpt.text for excerpt in history.excerpts]
+
+
+async def test_an_edited_message_is_found_by_its_new_words_only(service, sessions, key):
+    rows = await indexed_chat(service, sessions, key)
+    async with sessions.begin() as session:
+        message = await session.get(MessageTable, rows[5].id)
+        message.text = "These are for running, I signed up for the Porto marathon."
+
+    assert "These are for running, I signed up for the Porto marathon." in await quoted(
+        service, key, rows, "Which city was the marathon in, Porto?"
+    )
+    assert not [text for text in await quoted(service, key, rows, "Was it Lisbon?") if "Lisbon" in text]
+
+
+async def test_a_single_deleted_message_leaves_the_index(service, sessions, key):
+    rows = await indexed_chat(service, sessions, key)
+    async with sessions.begin() as session:
+        await session.delete(await session.get(MessageTable, rows[5].id))
+
+    assert SAID[5] not in await quoted(service, key, rows)
+
+
+async def test_a_renamed_session_is_searched_under_its_new_id(service, sessions, key):
+    rows = await indexed_chat(service, sessions, key)
+    async with sessions.begin() as session:
+        for message in (await session.execute(select(MessageTable))).scalars():
+            message.session_id = "renamed"
+    renamed = type(key)(flow_id=key.flow_id, owner_id=key.owner_id, session_id="renamed")
+    for row_ in rows:
+        row_.session_id = "renamed"
+
+    assert SAID[5] in await quoted(service, renamed, rows)
+    assert await entries(sessions, key) == 0
+
+
+async def test_a_deleted_flow_takes_its_entries(service, sessions, key):
+    await indexed_chat(service, sessions, key)
+    flow = Table("flow", MetaData(), Column("id", Uuid, primary_key=True))  # the columns Langflow's delete reads
+    async with sessions() as session:
+        await session.run_sync(lambda sync: flow.create(sync.connection()))
+        await session.execute(flow.insert().values(id=key.flow_id))
+        await session.execute(delete(flow).where(flow.c.id == key.flow_id))  # cascade_delete_flow's statement
+        await session.commit()
+
+    assert await entries(sessions) == 0
+
+
+async def test_the_sweep_removes_entries_whose_message_went_behind_langflows_back(service, sessions, key):
+    rows = await indexed_chat(service, sessions, key)
+    async with sessions.begin() as session:
+        await session.execute(text("DELETE FROM message"))  # raw SQL: no listener sees it
+    assert await entries(sessions) == len(rows) - (WINDOW - 1)
+
+    await sweep(sessions)
+
+    assert await entries(sessions) == 0
