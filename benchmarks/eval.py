@@ -41,7 +41,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchmarks import cache_options, conversation
+from benchmarks import cache_options, conversation, sections
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.demo import agent_inputs
 from benchmarks.inprocess import FOLD_EVENT
@@ -867,8 +867,7 @@ def main(argv: list[str] | None = None) -> None:
             settings=agent_inputs(arguments),
             server_log=arguments.server_log,
         )
-        current = target.read_text(encoding="utf-8").split(REAL_MODEL_MARKER)[0].rstrip("\n") if target.exists() else ""
-        target.write_text(f"{current}\n\n{section}" if current else section, encoding="utf-8")
+        sections.replace(target, REAL_MODEL_MARKER, section)
         print(f"{section}\nwrote its section of {target} in {seconds:.0f} s")  # noqa: T201
         return
     print(table(results))  # noqa: T201

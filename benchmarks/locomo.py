@@ -31,6 +31,7 @@ from pathlib import Path
 
 from sqlalchemy import insert
 
+from benchmarks import sections
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.eval import Configuration
 from langflow_session_memory.services.session_memory.rules import ranking
@@ -320,11 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(text)  # noqa: T201
     if not arguments.no_write:
-        target = arguments.docs / REPORT
-        current = target.read_text(encoding="utf-8") if target.exists() else ""
-        before, _marker, after = current.partition(MARKER)
-        rest = after[after.find("\n<!-- ") :] if "\n<!-- " in after else ""
-        target.write_text(f"{before.rstrip()}\n\n{text}\n{rest}", encoding="utf-8")
+        sections.replace(arguments.docs / REPORT, MARKER, text)
     return 0
 
 

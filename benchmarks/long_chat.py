@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import insert
 
+from benchmarks import sections
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.chatty import ChattyFact, ChattySession, chatty_session
 from benchmarks.eval import Configuration
@@ -295,10 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(text)  # noqa: T201
     if arguments.only is None:  # a partial run leaves the report as it is
-        target = arguments.docs / REPORT
-        current = target.read_text(encoding="utf-8") if target.exists() else ""
-        kept = current.split(MARKER)[0].rstrip("\n")
-        target.write_text(f"{kept}\n\n{text}\n" if kept else f"{text}\n", encoding="utf-8")
+        sections.replace(arguments.docs / REPORT, MARKER, text)
     return 0
 
 
