@@ -247,7 +247,7 @@ def section(results: list[Result], conversations: list[Conversation], *, name: s
         for result in chunk:
             f1 = result.f1(conversation)
             known = [q for q in result.quoted if q is not None]
-            quoted = f"{sum(known)}/{len(result.quoted)}" if result.quoted else "-"
+            quoted = f"{sum(known)}/{len(result.quoted)}" if known else "-"
             share = f"{f1 / oracle:.0%}" if oracle else "-"
             lines.append(
                 f"| {conversation.name} | {len(conversation.turns)} | {len(conversation.questions)} | "

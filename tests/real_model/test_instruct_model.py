@@ -168,3 +168,24 @@ def test_one_slow_turn_per_fold_at_most_and_the_median_turn_no_slower_than_the_s
     assert len(slow) <= folds, f"slow turns {slow} for {folds} fold(s)"
     medians = session["memory_median_s"], session["stock_median_s"]
     assert medians[0] <= medians[1], f"median turn {medians[0]} s with memory, {medians[1]} s for the stock Agent"
+
+
+def test_a_question_is_answered_from_the_reply_after_the_message_its_words_find(langflow, real_model):
+    """The reply that answers holds none of the question's words; the full-text index finds the message before it
+    and quotes the reply as its neighbour (issue 52). The index is filled by the turn before the question."""
+    from tests.app.test_search_index import QUESTION, seeded_chat
+
+    flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=4)
+    inputs = {
+        "summarize_older_messages": True,
+        "search_older_messages": False,
+        "context_window_tokens": real_model["context_window"],
+        "max_tokens": AGENT_MAX_TOKENS,
+    }
+    session_id = f"neighbour-{uuid.uuid4()}"
+    seeded_chat(langflow, flow_id, session_id)
+    langflow.run(flow_id, "Thanks, that is all about the weather.", session_id=session_id, tweaks={agent_id: inputs})
+
+    response = langflow.run(flow_id, QUESTION, session_id=session_id, tweaks={agent_id: inputs})
+
+    assert "SUP-7731" in answer_text(response) or "Porto" in answer_text(response), answer_text(response)

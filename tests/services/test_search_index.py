@@ -4,6 +4,7 @@ bounded batches, found stemmed and ranked by the question's rarest words, quoted
 import pytest
 from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import Column, MetaData, Table, Uuid, delete, func, select, text, update
+from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.storage import search_index
@@ -208,3 +209,25 @@ async def test_the_sweep_removes_entries_whose_message_went_behind_langflows_bac
     await sweep(sessions)
 
     assert await entries(sessions) == 0
+
+
+async def test_a_batch_refused_by_a_writer_that_committed_meanwhile_is_tried_again(
+    service, sessions, key, captured_logs, monkeypatch
+):
+    rows = await long_chat(sessions, key)
+    index_batch = search_index.index_batch
+    refusals = []
+
+    async def refused_once(session, chat, **kwargs):
+        if not refusals:
+            refusals.append(chat)
+            raise OperationalError("INSERT", {}, Exception("database is locked"))
+        return await index_batch(session, chat, **kwargs)
+
+    monkeypatch.setattr(search_index, "index_batch", refused_once)
+
+    indexed = await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+
+    assert refusals
+    assert indexed == len(rows) - (WINDOW - 1)
+    assert not [event for event in events(captured_logs) if "index_failed" in event]

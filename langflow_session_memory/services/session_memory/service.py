@@ -19,6 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 from lfx.schema.message import Message
+from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.embeddings import EMBEDDED_CHARACTERS, MessageVectors, of_query
@@ -50,6 +51,8 @@ INDEXED_COUNTED = 2_000
 # Batches of ``search_index.INDEX_BATCH`` indexed after one answer: a session switched on late with 100,000
 # messages is indexed over its first answer or two, a few hundred messages a transaction.
 INDEX_BATCHES = 100
+INDEX_ATTEMPTS = 3
+INDEX_RETRY_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -296,16 +299,7 @@ class SessionMemoryService:
         try:
             while done < batches:
                 done += 1
-                async with self.sessions() as session:
-                    before = None
-                    if turn.n_messages > 1:
-                        before = await messages.window_start(
-                            session, turn.key, turn.n_messages - 1, input_message_id=None
-                        )
-                        if before is None:  # the next window holds the whole chat
-                            break
-                    batch = await search_index.index_batch(session, turn.key, before=before)
-                    await session.commit()
+                batch = await self._index_batch(turn)
                 indexed += batch
                 if batch < search_index.INDEX_BATCH:
                     break
@@ -317,6 +311,28 @@ class SessionMemoryService:
                 f"latency_ms={round((time.perf_counter() - started) * 1000)} session_id={turn.key.session_id!r}"
             )
         return indexed
+
+    async def _index_batch(self, turn: Turn) -> int:
+        """One batch of :meth:`index_older`, tried again (at most :data:`INDEX_ATTEMPTS` times in all) where the
+        database refused it: on SQLite a fold or another turn that commits after the batch's read began makes its
+        write fail at once (the transaction's snapshot is stale, it cannot wait for the lock)."""
+        for attempt in range(1, INDEX_ATTEMPTS):
+            try:
+                return await self._index_one_batch(turn)
+            except OperationalError:
+                await asyncio.sleep(INDEX_RETRY_SECONDS * attempt)
+        return await self._index_one_batch(turn)
+
+    async def _index_one_batch(self, turn: Turn) -> int:
+        async with self.sessions() as session:
+            before = None
+            if turn.n_messages > 1:
+                before = await messages.window_start(session, turn.key, turn.n_messages - 1, input_message_id=None)
+                if before is None:  # the next window holds the whole chat
+                    return 0
+            batch = await search_index.index_batch(session, turn.key, before=before)
+            await session.commit()
+            return batch
 
     async def _matched(
         self, turn: Turn, summary: str, raw: list[MessageTable], embedder: Embeddings | None = None
