@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gpt-4o-mini", help="the model name the OpenAI provider sends")
     parser.add_argument("--model-name", help="the model as docs/eval.md names it")
-    parser.add_argument("--server-log", type=Path, help="the model server's request log (the real-model tier's)")
+    parser.add_argument("--server-log", type=Path, help="given by the real-model tier to every benchmark; unread")
     parser.add_argument("--agent-max-tokens", type=int, default=64)
     parser.add_argument("--context-window", type=int)
     parser.add_argument("--conversation", action="append", help="26, 30 (default: 26)")
