@@ -231,3 +231,20 @@ async def test_a_batch_refused_by_a_writer_that_committed_meanwhile_is_tried_aga
     assert refusals
     assert indexed == len(rows) - (WINDOW - 1)
     assert not [event for event in events(captured_logs) if "index_failed" in event]
+
+
+async def test_with_the_state_table_dropped_a_rename_and_an_edit_still_reach_the_index(service, sessions, key):
+    rows = await indexed_chat(service, sessions, key)
+    async with sessions.begin() as session:
+        await session.execute(text("DROP TABLE session_memory_state"))
+    async with sessions.begin() as session:
+        for message in (await session.execute(select(MessageTable))).scalars():
+            message.session_id = "renamed"
+            if message.id == rows[5].id:
+                message.text = "These are for running, I signed up for the Porto marathon."
+
+    async with sessions() as session:
+        moved = (
+            await session.execute(select(ENTRY.c.session_id, ENTRY.c.body).where(ENTRY.c.message_id == rows[5].id))
+        ).one()
+    assert tuple(moved) == ("renamed", "These are for running, I signed up for the Porto marathon.")

@@ -1,4 +1,4 @@
-"""Keep ``session_memory_state`` in step with Langflow's messages and flows.
+"""Keep ``session_memory_state`` and the full-text index's entries in step with Langflow's messages and flows.
 
 A summary is a copy of what users said, so it must not outlive the original. Langflow has
 no delete hooks; every deletion path it has (session and message deletes, flow and project
@@ -144,14 +144,13 @@ def _delete_flows(state: ORMExecuteState, connection: Connection):
     _isolated(connection, "read_deleted_flows", lambda: ids.extend(connection.execute(flow_ids).scalars()))
     result = state.invoke_statement()
 
-    def drop_rows() -> None:
+    def drop_rows(table) -> None:
         for start in range(0, len(ids), KEYS_PER_STATEMENT):
-            flow_ids = ids[start : start + KEYS_PER_STATEMENT]
-            connection.execute(delete(STATE).where(STATE.c.flow_id.in_(flow_ids)))
-            connection.execute(delete(ENTRY).where(ENTRY.c.flow_id.in_(flow_ids)))
+            connection.execute(delete(table).where(table.c.flow_id.in_(ids[start : start + KEYS_PER_STATEMENT])))
 
     if ids:
-        _isolated(connection, "delete_flows", drop_rows)
+        _isolated(connection, "delete_flows", lambda: drop_rows(STATE))
+        _isolated(connection, "delete_indexed_flows", lambda: drop_rows(ENTRY))
     return result
 
 
@@ -211,9 +210,10 @@ def _on_after_flush(session: Session, _flush_context) -> None:
             _rename(connection, flow_id, owner_id, old, new)
         if oldest_changed:
             _follow_changes(connection, oldest_changed)
-        _follow_in_index(connection, edited, removed)
 
     _isolated(connection, "update_messages", follow)
+    if renamed or edited or removed:
+        _isolated(connection, "update_indexed_messages", lambda: _follow_in_index(connection, renamed, edited, removed))
 
 
 def _is_edit(attributes) -> bool:
@@ -225,8 +225,15 @@ def _is_edit(attributes) -> bool:
     return not (isinstance(before, dict) and before.get("state") == "partial")
 
 
-def _follow_in_index(connection: Connection, edited: dict[UUID, str], removed: set[UUID]) -> None:
-    """An edited message is searched by its new text, a deleted one no longer (a no-op for one never indexed)."""
+def _follow_in_index(connection: Connection, renamed: set[tuple], edited: dict[UUID, str], removed: set[UUID]) -> None:
+    """A renamed chat's entries move with it, an edited message is searched by its new text, a deleted one no
+    longer (a no-op for one never indexed). Apart from the state rows' statements: either table may be missing."""
+    for flow_id, owner_id, old, new in renamed:
+        connection.execute(
+            update(ENTRY)
+            .where(ENTRY.c.flow_id == flow_id, ENTRY.c.owner_id == owner_id, ENTRY.c.session_id == old)
+            .values(session_id=new, scope=search_index.scope_token(flow_id, owner_id, new))
+        )
     if removed:
         connection.execute(delete(ENTRY).where(ENTRY.c.message_id.in_(removed)))
     for message_id, new_text in edited.items():
@@ -252,11 +259,6 @@ def _rename(connection: Connection, flow_id: UUID, owner_id: UUID, old: str, new
     )
     connection.execute(delete(STATE).where(_chat(flow_id, owner_id, old), taken))
     connection.execute(update(STATE).where(_chat(flow_id, owner_id, old)).values(session_id=new))
-    connection.execute(
-        update(ENTRY)
-        .where(ENTRY.c.flow_id == flow_id, ENTRY.c.owner_id == owner_id, ENTRY.c.session_id == old)
-        .values(session_id=new, scope=search_index.scope_token(flow_id, owner_id, new))
-    )
 
 
 async def sweep(sessions) -> int:
