@@ -378,7 +378,7 @@ async def measure(backend: str, url: str, session_size: int, table_rows: int, ro
             asked = Turn(key=key, n_messages=N_MESSAGES, input_message_id=window[-1].id, input_text=question)
             calls = {
                 "index": lambda asked=asked, question=question: index_path(service, asked, question),
-                "words (LIKE)": lambda asked=asked: service._matched(asked, "", window),
+                "words (LIKE)": lambda asked=asked: service._matched(asked, "", window, messages.cursor_of(window[0])),
             }
             for path, call in calls.items():
                 found, p50_ms, p95_ms = await timed(call, rounds)

@@ -248,3 +248,15 @@ async def test_with_the_state_table_dropped_a_rename_and_an_edit_still_reach_the
             await session.execute(select(ENTRY.c.session_id, ENTRY.c.body).where(ENTRY.c.message_id == rows[5].id))
         ).one()
     assert tuple(moved) == ("renamed", "These are for running, I signed up for the Porto marathon.")
+
+
+async def test_a_pasted_log_is_indexed_by_its_start_only(service, sessions, key):
+    rows = chat_rows(key, 30)
+    rows[0].text = "invoice " + "x" * 50_000
+    await store_rows(sessions, rows)
+    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+
+    async with sessions() as session:
+        body = await session.scalar(select(ENTRY.c.body).where(ENTRY.c.message_id == rows[0].id))
+    assert len(body) == search_index.BODY_CHARACTERS
+    assert body.startswith("invoice ")

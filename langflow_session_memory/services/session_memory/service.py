@@ -206,32 +206,25 @@ class SessionMemoryService:
     ) -> tuple[Excerpt, ...]:
         """The older messages a user's message that asks something (:func:`recall.asks`) refers to.
 
-        From the full-text index when it holds every message older than those sent (:meth:`_passages`); behind
-        (a session switched on late), missing or broken (logged), or finding nothing where an ``embedder`` may
-        find by meaning, by the words and meaning as before the index (:meth:`_matched`). None on any other
-        failure (logged: the turn goes on without them, as a turn does without a fold).
+        Older means older than the oldest message sent, read once. From the full-text index when it holds every
+        such message (:meth:`passages_before`); behind (a session switched on late), missing or broken (logged),
+        or finding nothing where an ``embedder`` may find by meaning, by the words and meaning as before the index
+        (:meth:`_matched`). None on any other failure (logged: the turn goes on without them, as without a fold).
         """
         if not recall.asks(turn.input_text):
             return ()
-        passages = await self._passages(turn, raw)
-        if passages or (passages is not None and embedder is None):
-            return passages
-        return await self._matched(turn, summary, raw, embedder)
-
-    async def _passages(self, turn: Turn, raw: list[MessageTable]) -> tuple[Excerpt, ...] | None:
-        """The full-text index's passages for the turn's question among the messages older than those it sends;
-        None where :meth:`passages_before` has none, or the position of those messages could not be read (logged)."""
         try:
-            async with self.sessions() as session:
-                before = await self._oldest_sent(session, turn, raw)
-        except Exception as error:  # noqa: BLE001 - excerpts only add to a turn; logged, the words' search decides
+            before = await self._oldest_sent(turn, raw)
+        except Exception as error:  # noqa: BLE001 - excerpts only add to a turn; logged, the turn goes on without
             await logger.aerror(f"{log_events.EXCERPTS_FAILED} reason={describe(error)}")
-            return None
+            return ()
         if before is None:
             return ()
-        return await self.passages_before(
-            turn.key, turn.input_text, before=before, tokens=ranking.passage_budget(turn.context_window)
-        )
+        tokens = ranking.passage_budget(turn.context_window)
+        passages = await self.passages_before(turn.key, turn.input_text, before=before, tokens=tokens)
+        if passages or (passages is not None and embedder is None):
+            return passages
+        return await self._matched(turn, summary, raw, before, embedder)
 
     async def passages_before(
         self, key: SessionKey, question: str, *, before: Cursor, tokens: int
@@ -279,12 +272,13 @@ class SessionMemoryService:
         )
         return tuple(passages)
 
-    @staticmethod
-    async def _oldest_sent(session, turn: Turn, raw: list[MessageTable]) -> Cursor | None:
-        """The position of the oldest message the turn sends as it is: what is older may be quoted."""
+    async def _oldest_sent(self, turn: Turn, raw: list[MessageTable]) -> Cursor | None:
+        """The position of the oldest message the turn sends as it is (what is older may be quoted); None when the
+        chat holds nothing older than the input."""
         if raw:
             return messages.cursor_of(raw[0])
-        return await messages.window_start(session, turn.key, 1, input_message_id=turn.input_message_id)
+        async with self.sessions() as session:
+            return await messages.window_start(session, turn.key, 1, input_message_id=turn.input_message_id)
 
     async def index_older(self, turn: Turn, batches: int = INDEX_BATCHES) -> int:
         """Add to the full-text index the chat's messages that the next turn's window leaves out (all but the newest
@@ -335,7 +329,7 @@ class SessionMemoryService:
             return batch
 
     async def _matched(
-        self, turn: Turn, summary: str, raw: list[MessageTable], embedder: Embeddings | None = None
+        self, turn: Turn, summary: str, raw: list[MessageTable], before: Cursor, embedder: Embeddings | None = None
     ) -> tuple[Excerpt, ...]:
         """The older messages found as before the full-text index: by words that neither the summary nor the
         messages sent hold, best first past :data:`recall.MIN_EXCERPT_SCORE`, and with an ``embedder`` by meaning
@@ -347,9 +341,6 @@ class SessionMemoryService:
         started = time.perf_counter()
         try:
             async with self.sessions() as session:
-                before = await self._oldest_sent(session, turn, raw)
-                if before is None:
-                    return ()
                 found = await messages.older_matching_each(
                     session,
                     turn.key,

@@ -138,13 +138,10 @@ async def newest_unfolded(
 
 
 async def gap(
-    session: AsyncSession, key: SessionKey, *, after: Cursor | None, before: Cursor | None, limit: int
+    session: AsyncSession, key: SessionKey, *, after: Cursor | None, before: Cursor, limit: int
 ) -> list[MessageTable]:
-    """Messages strictly after the fold cursor and strictly before the window, ascending, at most ``limit``
-    (``after=None``: from the chat's first message; ``before=None``: to its newest)."""
-    conditions = [_scope(key)]
-    if before is not None:
-        conditions.append(_before(before))
+    """Messages strictly after the fold cursor and strictly before the window, ascending, at most ``limit``."""
+    conditions = [_scope(key), _before(before)]
     if after is not None:
         conditions.append(_after(after))
     statement = select(MessageTable).where(*conditions).order_by(_columns.timestamp, _columns.id).limit(limit)
@@ -349,3 +346,66 @@ async def around(
         for row in await session.execute(union_all(*seeks)):
             neighbours[positions[row.position]][row.side] = _candidate(row)
     return {position: (before, after) for position, (before, after) in neighbours.items()}
+
+
+@dataclass(frozen=True)
+class ToIndex:
+    """A stored message as the full-text index copies it: its key, position, speaker and (the start of) its text."""
+
+    message_id: UUID
+    flow_id: UUID
+    owner_id: UUID
+    session_id: str
+    context_id: str | None
+    timestamp: datetime
+    sender: str
+    sender_name: str
+    text: str
+
+
+async def between(
+    session: AsyncSession,
+    key: SessionKey,
+    *,
+    after: Cursor | None,
+    before: Cursor | None,
+    limit: int,
+    read_characters: int,
+) -> list[ToIndex]:
+    """The chat's messages strictly between ``after`` and ``before`` (None: from its first, to its newest), ascending,
+    at most ``limit``, the first ``read_characters`` of each text: a pasted log is never read whole."""
+    conditions = [_scope(key)]
+    if after is not None:
+        conditions.append(_after(after))
+    if before is not None:
+        conditions.append(_before(before))
+    statement = (
+        select(
+            _columns.id,
+            _columns.flow_id,
+            _columns.user_id,
+            _columns.session_id,
+            _columns.context_id,
+            _columns.timestamp,
+            _columns.sender,
+            _columns.sender_name,
+            func.substr(_columns.text, 1, read_characters).label("text"),
+        )
+        .where(*conditions)
+        .order_by(_columns.timestamp, _columns.id)
+        .limit(limit)
+    )
+    return [
+        ToIndex(
+            message_id=row.id,
+            flow_id=row.flow_id,
+            owner_id=row.user_id,
+            session_id=row.session_id,
+            context_id=row.context_id,
+            timestamp=row.timestamp,
+            sender=row.sender or "",
+            sender_name=row.sender_name or "",
+            text=row.text or "",
+        )
+        for row in await session.execute(statement)
+    ]

@@ -118,7 +118,7 @@ async def is_ready(session: AsyncSession, key: SessionKey, *, before: Cursor) ->
     """Whether every message of the chat before ``before`` (the window's oldest) is indexed: no stored message
     lies between the newest indexed one and ``before``. Two seeks, whatever the chat's size."""
     newest = await newest_indexed(session, key)
-    return not await messages.gap(session, key, after=newest, before=before, limit=1)
+    return not await messages.between(session, key, after=newest, before=before, limit=1, read_characters=0)
 
 
 async def index_batch(
@@ -127,23 +127,25 @@ async def index_batch(
     """Index the next ``limit`` messages of the chat after its newest indexed one and before ``before`` (None: up
     to the newest stored); how many were read. A message indexed meanwhile by another worker is kept as it is."""
     after = await newest_indexed(session, key)
-    rows = await messages.gap(session, key, after=after, before=before, limit=limit)
+    rows = await messages.between(
+        session, key, after=after, before=before, limit=limit, read_characters=BODY_CHARACTERS
+    )
     if not rows:
         return 0
     scope = scope_token(key.flow_id, key.owner_id, key.session_id)
     values = [
         {
-            "message_id": row.id,
+            "message_id": row.message_id,
             "flow_id": row.flow_id,
-            "owner_id": row.user_id,
+            "owner_id": row.owner_id,
             "session_id": row.session_id,
             "context_id": row.context_id,
             "timestamp": row.timestamp,
-            "sender": row.sender or "",
-            "sender_name": row.sender_name or "",
+            "sender": row.sender,
+            "sender_name": row.sender_name,
             "scope": scope,
-            "body": body_of(row.text),
-            "words": words_of(row.sender_name or "", body_of(row.text)),
+            "body": row.text,
+            "words": words_of(row.sender_name, row.text),
         }
         for row in rows
     ]
