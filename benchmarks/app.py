@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -123,6 +124,41 @@ class LangflowApp:
         """``folded_count`` and ``summary`` of the session's state row; (0, "") when it has none."""
         rows = self.sql("SELECT folded_count, summary FROM session_memory_state WHERE session_id = :s", s=session_id)
         return (rows[0][0], rows[0][1]) if rows else (0, "")
+
+    def owner(self, flow_id: str):
+        """The flow's owner: whose messages its chats store."""
+        flow_key = uuid.UUID(flow_id).hex if self.engine.dialect.name == "sqlite" else flow_id
+        return uuid.UUID(str(self.sql("SELECT user_id FROM flow WHERE id = :f", f=flow_key)[0][0]))
+
+    def store_messages(self, flow_id: str, session_id: str, said) -> list[uuid.UUID]:
+        """``said`` (sender, sender name, text, timestamp) stored as Langflow stores a chat of the flow's owner; the
+        ids of the rows, in order."""
+        from langflow.services.database.models.message.model import MessageTable
+        from sqlalchemy import insert
+
+        owner = self.owner(flow_id)
+        rows = [
+            {
+                "id": uuid.uuid4(),
+                "timestamp": timestamp,
+                "sender": sender,
+                "sender_name": sender_name,
+                "session_id": session_id,
+                "text": text,
+                "flow_id": uuid.UUID(flow_id),
+                "user_id": owner,
+                "error": False,
+                "edit": False,
+                "files": [],
+                "properties": {},
+                "category": "message",
+                "content_blocks": [],
+            }
+            for sender, sender_name, text, timestamp in said
+        ]
+        with self.engine.begin() as connection:
+            connection.execute(insert(MessageTable.__table__), rows)
+        return [row["id"] for row in rows]
 
     def sql(self, statement: str, **parameters) -> list:
         from sqlalchemy import text

@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import insert
-
 from benchmarks import sections
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.eval import Configuration
@@ -134,33 +132,11 @@ def token_f1(answer: str, expected: str) -> float:
 
 def store(app: LangflowApp, flow_id: str, session_id: str, conversation: Conversation, turns: list[Turn]) -> dict:
     """``turns`` as Langflow stores a chat (the first speaker as the user); the message id of each turn."""
-    flow_key = uuid.UUID(flow_id).hex if app.engine.dialect.name == "sqlite" else flow_id
-    owner = app.sql("SELECT user_id FROM flow WHERE id = :f", f=flow_key)[0][0]
-    ids = {turn.dia_id: uuid.uuid4() for turn in turns}
-    rows = [
-        {
-            "id": ids[turn.dia_id],
-            "timestamp": turn.timestamp,
-            "sender": "User" if turn.speaker == conversation.speakers[0] else "Machine",
-            "sender_name": turn.speaker,
-            "session_id": session_id,
-            "text": turn.text,
-            "flow_id": uuid.UUID(flow_id),
-            "user_id": uuid.UUID(str(owner)),
-            "error": False,
-            "edit": False,
-            "files": [],
-            "properties": {},
-            "category": "message",
-            "content_blocks": [],
-        }
+    said = [
+        ("User" if turn.speaker == conversation.speakers[0] else "Machine", turn.speaker, turn.text, turn.timestamp)
         for turn in turns
     ]
-    from langflow.services.database.models.message.model import MessageTable
-
-    with app.engine.begin() as connection:
-        connection.execute(insert(MessageTable.__table__), rows)
-    return ids
+    return dict(zip((turn.dia_id for turn in turns), app.store_messages(flow_id, session_id, said), strict=True))
 
 
 def quoted_before_asking(app: LangflowApp, flow_id: str, session_id: str, question: str, ids: list) -> bool | None:
@@ -170,9 +146,7 @@ def quoted_before_asking(app: LangflowApp, flow_id: str, session_id: str, questi
     from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
     from langflow_session_memory.services.session_memory.storage import messages
 
-    flow_key = uuid.UUID(flow_id).hex if app.engine.dialect.name == "sqlite" else flow_id
-    owner = uuid.UUID(str(app.sql("SELECT user_id FROM flow WHERE id = :f", f=flow_key)[0][0]))
-    key = SessionKey(flow_id=uuid.UUID(flow_id), owner_id=owner, session_id=session_id)
+    key = SessionKey(flow_id=uuid.UUID(flow_id), owner_id=app.owner(flow_id), session_id=session_id)
     service = get_session_memory_service()
 
     async def passages():

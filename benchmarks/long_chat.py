@@ -28,8 +28,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sqlalchemy import insert
-
 from benchmarks import sections
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.chatty import ChattyFact, ChattySession, chatty_session
@@ -87,32 +85,15 @@ def answered(fact: ChattyFact, text: str) -> bool:
 
 def store_session(app: LangflowApp, flow_id: str, session_id: str, messages) -> None:
     """The session's messages as Langflow stores a chat: the flow's owner, one second apart, an hour ago."""
-    flow_key = uuid.UUID(flow_id).hex if app.engine.dialect.name == "sqlite" else flow_id
-    owner = app.sql("SELECT user_id FROM flow WHERE id = :f", f=flow_key)[0][0]
     start = datetime.now(UTC) - timedelta(hours=1)
-    rows = [
-        {
-            "id": uuid.uuid4(),
-            "timestamp": start + timedelta(seconds=i),
-            "sender": sender,
-            "sender_name": "User" if sender == "User" else "AI",
-            "session_id": session_id,
-            "text": text,
-            "flow_id": uuid.UUID(flow_id),
-            "user_id": uuid.UUID(str(owner)),
-            "error": False,
-            "edit": False,
-            "files": [],
-            "properties": {},
-            "category": "message",
-            "content_blocks": [],
-        }
-        for i, (sender, text) in enumerate(messages)
-    ]
-    from langflow.services.database.models.message.model import MessageTable
-
-    with app.engine.begin() as connection:
-        connection.execute(insert(MessageTable.__table__), rows)
+    app.store_messages(
+        flow_id,
+        session_id,
+        [
+            (sender, "User" if sender == "User" else "AI", text, start + timedelta(seconds=i))
+            for i, (sender, text) in enumerate(messages)
+        ],
+    )
 
 
 def timed_turn(app: LangflowApp, result: Result, flow_id: str, text: str, session_id: str, tweaks: dict) -> str:

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.schema import CreateTable
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from benchmarks import search
+from benchmarks import search, sections
 from benchmarks.databases import postgres_database
 from benchmarks.history import p95
 from benchmarks.session_delete import START, message_row
@@ -461,25 +461,14 @@ def section(results: list[Measured]) -> str:
 
 
 def saved_section(markdown: Path) -> str:
-    """This section of an existing ``docs/benchmarks.md`` (its marker to the next marker), or ""."""
-    current = markdown.read_text(encoding="utf-8") if markdown.exists() else ""
-    if SECTION_MARKER not in current:
-        return ""
-    _before, marker, rest = current.partition(SECTION_MARKER)
-    return marker + rest.partition("<!-- ")[0].rstrip("\n") + "\n"
+    """This section of an existing ``docs/benchmarks.md``, or ""."""
+    return sections.saved(markdown, SECTION_MARKER)
 
 
 def write_section(markdown: Path, text_: str) -> None:
-    """Renew this section of ``docs/benchmarks.md``: from its marker to the next ``<!-- `` marker; placed first
-    before ``benchmarks.search``'s, which that module renews from its marker to the end."""
-    current = markdown.read_text(encoding="utf-8")
-    if SECTION_MARKER in current:
-        before, _marker, rest = current.partition(SECTION_MARKER)
-        _old, marker, after = rest.partition("<!-- ")
-    else:
-        before, marker, after = current.partition(search.SECTION_MARKER)
-    kept_after = f"\n{marker}{after}" if marker else ""
-    markdown.write_text(f"{before.rstrip(chr(10))}\n\n{text_}{kept_after}", encoding="utf-8")
+    """Renew this section of ``docs/benchmarks.md`` in place; a first one goes before ``benchmarks.search``'s, which
+    that module renews from its marker to the end."""
+    sections.replace(markdown, SECTION_MARKER, text_, ahead_of=search.SECTION_MARKER)
 
 
 async def main(session: int, rounds: int, backends: list[str], table: int | None = None) -> list[Measured]:

@@ -22,3 +22,14 @@ def test_a_missing_section_is_added_at_the_end_and_a_missing_page_is_made(tmp_pa
     sections.replace(page, FIRST, f"{FIRST}\n## first")
 
     assert page.read_text(encoding="utf-8") == f"{SECOND}\n## second\n\n{FIRST}\n## first\n"
+
+
+def test_a_new_section_goes_ahead_of_the_one_named_and_is_read_back_alone(tmp_path):
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"# Benchmarks\n\n{SECOND}\n## second, to the end\n", encoding="utf-8")
+
+    sections.replace(page, FIRST, f"{FIRST}\n## first", ahead_of=SECOND)
+
+    assert page.read_text(encoding="utf-8") == f"# Benchmarks\n\n{FIRST}\n## first\n\n{SECOND}\n## second, to the end\n"
+    assert sections.saved(page, FIRST) == f"{FIRST}\n## first\n"
+    assert sections.saved(page, "<!-- benchmarks.none -->") == ""
