@@ -42,11 +42,7 @@ from langflow_session_memory.migrations import runner
 from langflow_session_memory.services.session_memory.rules import ranking
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
-from langflow_session_memory.services.session_memory.service import (
-    EXCERPT_READ_CHARACTERS,
-    INDEXED_COUNTED,
-    SessionMemoryService,
-)
+from langflow_session_memory.services.session_memory.service import EXCERPT_READ_CHARACTERS, SessionMemoryService
 from langflow_session_memory.services.session_memory.storage import messages, search_index
 
 N_MESSAGES = 10
@@ -317,7 +313,7 @@ async def postgres_plans(engine, key: SessionKey, before: Cursor) -> list[Plan]:
         select(search_index.ENTRY.c.words)
         .where(search_index._chat(key), search_index._before(before))
         .order_by(search_index.ENTRY.c.timestamp.desc(), search_index.ENTRY.c.message_id.desc())
-        .limit(INDEXED_COUNTED)
+        .limit(ranking.INDEXED_COUNTED)
         .subquery()
     )
     statements["`chat_size` (count of the newest 10,000)"] = select(func.count(), func.avg(newest.c.words))

@@ -87,3 +87,42 @@ def test_the_operations_guide_lists_the_catalogue():
 def test_failures_are_the_error_events_and_problems_include_every_failed_fold_and_fallback():
     assert set(log_events.FAILURES) == {event.name for event in log_events.CATALOGUE if event.level == "ERROR"}
     assert {log_events.FALLBACK.name, log_events.FOLD_FAILED.name, log_events.PAUSED.name} <= set(log_events.PROBLEMS)
+
+
+LOGGER_LEVELS = {
+    "adebug": "DEBUG",
+    "debug": "DEBUG",
+    "ainfo": "INFO",
+    "info": "INFO",
+    "awarning": "WARNING",
+    "warning": "WARNING",
+    "aerror": "ERROR",
+    "error": "ERROR",
+    "aexception": "ERROR",
+    "exception": "ERROR",
+}
+
+
+def logger_calls(path: Path):
+    """Each ``logger.<level>(f"{log_events.<EVENT>} ...")`` call of ``path``: its event constant, level and line."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args):
+            continue
+        if node.func.attr not in LOGGER_LEVELS or not isinstance(node.args[0], ast.JoinedStr):
+            continue
+        first = node.args[0].values[0] if node.args[0].values else None
+        if isinstance(first, ast.FormattedValue) and isinstance(first.value, ast.Attribute):
+            owner = first.value.value
+            if isinstance(owner, ast.Name) and owner.id == "log_events":
+                yield first.value.attr, LOGGER_LEVELS[node.func.attr], node.lineno
+
+
+def test_every_event_is_written_at_the_level_the_catalogue_gives_it():
+    wrong = [
+        f"{path.name}:{line} writes {BY_CONSTANT[constant].name} at {level}, the catalogue says"
+        f" {BY_CONSTANT[constant].level}"
+        for path in sources()
+        for constant, level, line in logger_calls(path)
+        if constant in BY_CONSTANT and level != BY_CONSTANT[constant].level
+    ]
+    assert wrong == []

@@ -22,6 +22,7 @@ from langflow_session_memory.services.session_memory.storage.model import (
     ENGINE_INDEXES,
     SEARCH_TABLE_NAME,
     TABLE_NAME,
+    SessionMemorySearchEntry,
     SessionMemoryState,
     session_memory_metadata,
 )
@@ -80,6 +81,35 @@ async def test_the_search_index_comes_with_sm0007_and_goes_with_its_downgrade(da
     assert await _run_sync(database_url, _search_index_objects) == set()
     assert "session_memory_search_entry" not in await _run_sync(database_url, _tables)
     assert TABLE_NAME in await _run_sync(database_url, _tables)
+
+
+def _entry_columns(connection) -> set[str]:
+    return {column["name"] for column in inspect(connection).get_columns(SEARCH_TABLE_NAME)}
+
+
+def _index_and_find(connection) -> list[str]:
+    """Insert one entry as sm0007 knew it, and what the engine's index finds for its word."""
+    ids = {name: uuid.uuid4() for name in ("message_id", "flow_id", "owner_id")}
+    connection.execute(  # the columns sm0007 made only
+        insert(SessionMemorySearchEntry.__table__).values(
+            **ids, session_id="s", timestamp=datetime.now(UTC), scope="7", body="painting landscapes"
+        )
+    )
+    if connection.dialect.name == "sqlite":
+        query = "SELECT body FROM session_memory_search_fts WHERE session_memory_search_fts MATCH 'paint'"
+    else:
+        query = f"SELECT body FROM {SEARCH_TABLE_NAME} WHERE document @@ to_tsquery('english', 'paint')"
+    return list(connection.execute(text(query)).scalars())
+
+
+async def test_sm0008_adds_the_fact_source_and_its_downgrade_leaves_the_index_working(database_url):
+    await runner.upgrade(database_url, "sm0008")
+    assert "source_message_id" in await _run_sync(database_url, _entry_columns)
+
+    await runner.downgrade(database_url, "sm0007")
+
+    assert "source_message_id" not in await _run_sync(database_url, _entry_columns)
+    assert await _run_sync(database_url, _index_and_find) == ["painting landscapes"]  # the triggers stayed
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,12 @@ from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import Column, MetaData, Table, Uuid, delete, func, select, text, update
 from sqlalchemy.exc import OperationalError
 
+from langflow_session_memory.services.session_memory.rules.ranking import NOTES_SENDER
 from langflow_session_memory.services.session_memory.rules.turn import Turn
-from langflow_session_memory.services.session_memory.storage import search_index
+from langflow_session_memory.services.session_memory.storage import messages, search_index, store
 from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners, sweep
 from langflow_session_memory.services.session_memory.storage.model import SessionMemorySearchEntry
+from langflow_session_memory.services.session_memory.summary.notes import Notes
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 
 WINDOW = 10
@@ -260,3 +262,70 @@ async def test_a_pasted_log_is_indexed_by_its_start_only(service, sessions, key)
         body = await session.scalar(select(ENTRY.c.body).where(ENTRY.c.message_id == rows[0].id))
     assert len(body) == search_index.BODY_CHARACTERS
     assert body.startswith("invoice ")
+
+
+MARATHON_FACT = "User signed up for the Lisbon half marathon"
+
+
+async def fold_dropping_the_marathon_fact(service, sessions, key) -> list[MessageTable]:
+    """An indexed chat folded past its facts; then notes at the word limit whose oldest fact is the marathon, and a
+    fold whose new facts push it out."""
+    rows = await indexed_chat(service, sessions, key)
+    turn = Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)
+    await service.fold_after_turn(turn, ScriptedChatModel())
+    crowded = Notes(facts=(MARATHON_FACT, *(f"Garden fact {index} about roses and tulips" for index in range(35))))
+    async with sessions.begin() as session:
+        await store.replace_summary(session, key, crowded.text())
+    update = "Key facts:\n- User's sister Ana moved to Porto in March\nConversation so far:\n- family news"
+    await service.fold_after_turn(turn, ScriptedChatModel(script=[update]))
+    return rows
+
+
+async def kept_facts(sessions, key) -> list:
+    statement = select(ENTRY.c.body, ENTRY.c.source_message_id).where(
+        ENTRY.c.session_id == key.session_id, ENTRY.c.sender == NOTES_SENDER
+    )
+    async with sessions() as session:
+        return list(await session.execute(statement))
+
+
+async def test_a_fact_the_notes_drop_is_kept_beside_the_message_it_came_from_and_found_again(
+    service, sessions, key, captured_logs
+):
+    rows = await fold_dropping_the_marathon_fact(service, sessions, key)
+
+    kept = {body: source for body, source in await kept_facts(sessions, key)}
+    assert kept[MARATHON_FACT] == rows[5].id
+    assert any(event.startswith("session_memory_facts_kept facts=1 sourced=1") for event in events(captured_logs))
+    history = await service.build_history(asking(key, rows, "Which race in Lisbon was it?"), ScriptedChatModel())
+    speakers = {excerpt.text: excerpt.sender for excerpt in history.excerpts}
+    assert speakers[MARATHON_FACT] == NOTES_SENDER
+    assert SAID[5] in speakers
+
+
+async def test_a_kept_fact_goes_with_the_message_it_came_from_and_with_a_reset(service, sessions, key):
+    rows = await fold_dropping_the_marathon_fact(service, sessions, key)
+    facts = len(await kept_facts(sessions, key))
+    async with sessions.begin() as session:
+        await session.delete(await session.get(MessageTable, rows[5].id))
+    assert MARATHON_FACT not in {body for body, _ in await kept_facts(sessions, key)}
+    assert len(await kept_facts(sessions, key)) == facts - 1
+
+    async with sessions.begin() as session:
+        await store.reset(session, key.flow_id, owner_id=key.owner_id, session_id=key.session_id, context_id=None)
+    assert await kept_facts(sessions, key) == []
+
+
+async def test_the_sweep_keeps_a_fact_whose_source_is_unknown_and_the_newest_entry_is_a_message(service, sessions, key):
+    rows = await indexed_chat(service, sessions, key)
+    async with sessions.begin() as session:
+        sourced = await search_index.keep_dropped_facts(
+            session, key, ["Owns a bicycle called Zephyr"], before=messages.cursor_of(rows[-1])
+        )
+        newest = await search_index.newest_indexed(session, key)
+    assert sourced == 0
+    assert newest.message_id == rows[-WINDOW].id
+
+    await sweep(sessions)
+
+    assert [body for body, _ in await kept_facts(sessions, key)] == ["Owns a bicycle called Zephyr"]

@@ -534,3 +534,17 @@ async def test_the_fold_after_the_answer_is_a_run_for_the_turn_s_tracers_with_it
         1500,
         1024,
     )  # reported once, with the next turn
+
+
+async def test_a_fold_request_names_the_speakers_the_flow_gave_so_a_fact_is_theirs(service, sessions, key):
+    rows = chat_rows(key, BATCH + WINDOW)
+    for index, message in enumerate(rows):
+        message.sender_name = "Caroline" if index % 2 == 0 else "Melanie"
+    await store_rows(sessions, rows)
+    model = ScriptedChatModel(script=["Key facts:\n- Caroline paints\nConversation so far:\n- art"])
+
+    await folded_turn(service, Turn(key, WINDOW, rows[-1].id), model)
+
+    transcript = model.calls[0][-1].content
+    assert "Caroline: message 0 says" in transcript
+    assert "Melanie: message 1 says" in transcript

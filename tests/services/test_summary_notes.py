@@ -1,4 +1,4 @@
-"""A fold's lines merged into the notes: every earlier fact kept (or counted when the word limit takes it)."""
+"""A fold's lines merged into the notes: every earlier fact kept (or handed back when the word limit takes it)."""
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,7 +15,7 @@ def test_a_fold_adds_its_facts_after_the_earlier_ones_and_keeps_every_earlier_fa
         "Key facts:\n- Sister Priya lives in Lisbon\n- Bought a green Subaru\n- Learning the cello on Thursdays\n"
         "Conversation so far:\n- family, cars\n- hobbies"
     )
-    assert (result.dropped_conversation, result.dropped_facts) == (0, 0)
+    assert (result.dropped_conversation, result.dropped_facts) == (0, ())
 
 
 def test_a_fact_the_model_writes_again_is_not_repeated():
@@ -36,7 +36,7 @@ def test_over_the_limit_the_oldest_conversation_lines_go_first_then_the_oldest_f
     result = merged(previous.text(), update, limit)
     assert result.notes.facts == ("fact 2 holds", "fact 3 holds", "fact 4 holds", "fact 5 holds")
     assert result.notes.conversation == ()
-    assert (result.dropped_conversation, result.dropped_facts) == (3, 2)
+    assert (result.dropped_conversation, result.dropped_facts) == (3, ("fact 0 holds", "fact 1 holds"))
 
 
 def test_a_heading_with_its_items_on_its_own_line_is_read_as_its_section():
@@ -57,4 +57,4 @@ def test_notes_fit_the_limit_and_lose_only_their_oldest_facts_counted(earlier, n
     result = merged(previous, Notes(facts=tuple(new)).text(), limit)
     every = merged(previous, Notes(facts=tuple(new)).text(), 10_000).notes.facts
     assert result.notes.words() <= limit or not result.notes.facts
-    assert result.notes.facts == every[result.dropped_facts :]  # a suffix: the newest facts, in order
+    assert result.dropped_facts + result.notes.facts == every  # nothing lost: the oldest dropped, the newest kept

@@ -13,6 +13,7 @@ from langflow_session_memory.services.session_memory.summary.prompt import (
     ChatLine,
     fold_budget,
     fold_request,
+    speaker,
     transcript_chunks,
 )
 from tests.services.summaries import BATCH
@@ -67,3 +68,10 @@ def test_long_messages_on_a_small_window_fold_in_several_requests_in_order():
     assert clipped.startswith("x" * 100)
     assert clipped.endswith("x" * 100)
     assert "more characters ...]" in clipped
+
+
+def test_the_transcript_keeps_langflows_sender_where_the_flow_named_nobody():
+    assert speaker("User", "User") == "User"
+    assert speaker("Machine", "AI") == "Machine"
+    assert speaker("User", None) == "User"
+    assert speaker("User", "Caroline") == "Caroline"

@@ -144,6 +144,13 @@ INDEXED = Event(
     "messages= batches= latency_ms= session_id=",
     "after an answer, messages older than the next turn's window were added to the full-text index",
 )
+FACTS_KEPT = Event(
+    "session_memory_facts_kept",
+    "INFO",
+    "facts= sourced= session_id=",
+    "a fold's notes went over the word limit: the `facts` they dropped were kept in the full-text index, `sourced`"
+    " of them beside the message they came from, where a question still finds them",
+)
 INDEX_BEHIND = Event(
     "session_memory_index_behind",
     "INFO",
@@ -156,7 +163,8 @@ INDEX_FAILED = Event(
     "ERROR",
     "where= reason=",
     "the full-text index could not be read (`where=search`: the turn searched by words instead) or written"
-    " (`where=indexing`, after an answer: the next answer retries)",
+    " (`where=indexing`, after an answer: the next answer retries; `where=notes`: the facts a fold dropped were not"
+    " kept, the fold stands; `where=reset`: a reset left them)",
 )
 SEARCH = Event(
     "session_memory_search",
@@ -204,7 +212,7 @@ OVERFLOW = Event(
     "WARNING",
     "call= attempt= result= action= reason= size= size_after= context_window= folded=",
     "the provider refused the prompt as too long; compaction and one retry (`call=after_tool`: a call after a tool,"
-    " retried once smaller); the retry's outcome is logged at INFO",
+    " retried once smaller); the retry's outcome too (`result=answered` or `refused`)",
 )
 REDUCED = Event(
     "session_context_reduced",
@@ -296,6 +304,7 @@ CATALOGUE = (
     EXCERPTS_FAILED,
     PASSAGES,
     INDEXED,
+    FACTS_KEPT,
     INDEX_BEHIND,
     INDEX_FAILED,
     SEARCH,

@@ -45,9 +45,6 @@ REMEMBERED_TURNS = 1024
 EXCERPT_READ_CHARACTERS = 4_000
 # With an embedding model: the newest older messages its vectors rank (a session's first asking turn embeds them).
 MEANING_POOL = 500
-# The newest indexed messages counted for BM25's document count and mean length (a seek and a bounded count: 10,000
-# took 47 ms of PostgreSQL's 50 on a 100,000-message chat).
-INDEXED_COUNTED = 2_000
 # Batches of ``search_index.INDEX_BATCH`` indexed after one answer: a session switched on late with 100,000
 # messages is indexed over its first answer or two, a few hundred messages a transaction.
 INDEX_BATCHES = 100
@@ -258,7 +255,9 @@ class SessionMemoryService:
                 limit=ranking.CANDIDATES_PER_WORD,
                 read_characters=EXCERPT_READ_CHARACTERS,
             )
-            indexed, average_words = await search_index.chat_size(session, key, before=before, limit=INDEXED_COUNTED)
+            indexed, average_words = await search_index.chat_size(
+                session, key, before=before, limit=ranking.INDEXED_COUNTED
+            )
             hits = ranking.rank(found, messages=indexed, average_words=average_words)[: ranking.MOST_HITS]
             neighbours = await messages.around(
                 session, key, [hit.found.cursor for hit in hits], read_characters=EXCERPT_READ_CHARACTERS

@@ -61,5 +61,5 @@ async def retry_smaller_once(
             raise
         await logger.awarning(f"{log_events.OVERFLOW} {where}attempt=2 result=refused action=give_up")
         raise ContextTooLongError(CONTEXT_TOO_LONG) from error
-    await logger.ainfo(f"{log_events.OVERFLOW} {where}attempt=2 result=answered")
+    await logger.awarning(f"{log_events.OVERFLOW} {where}attempt=2 result=answered")
     return result

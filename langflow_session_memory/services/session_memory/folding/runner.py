@@ -15,18 +15,18 @@ from datetime import datetime
 from langchain_core.language_models import BaseChatModel
 from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
+from sqlalchemy.exc import DatabaseError
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlanner
 from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
-from langflow_session_memory.services.session_memory.rules.state import SessionKey, SessionState
+from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
-from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
-from langflow_session_memory.services.session_memory.storage import messages, store
+from langflow_session_memory.services.session_memory.storage import messages, search_index, store
 from langflow_session_memory.services.session_memory.storage.reading import read
 from langflow_session_memory.services.session_memory.summary import model_call
-from langflow_session_memory.services.session_memory.summary.prompt import ChatLine
+from langflow_session_memory.services.session_memory.summary.prompt import ChatLine, speaker
 from langflow_session_memory.services.session_memory.summary.validation import SummaryRejectedError, word_count
 
 CLAIM_POLL_SECONDS = 0.1
@@ -142,9 +142,9 @@ class FoldRunner:
         for request in self.policy.requests(batches, limit, most=self._claimed_batches(mode)):
             started = time.perf_counter()
             try:
-                summary, spent = await self._folded_summary(seen, request, llm, turn, mode, started)
-                next_state = _folded(seen, request, summary, self.policy.limit_after_success(limit))
-                won, current = await self._commit(seen, next_state)
+                folded = await self._folded_summary(seen, request, llm, turn, mode, started)
+                next_state = _folded(seen, request, folded.summary, self.policy.limit_after_success(limit))
+                won, current = await self._commit(seen, next_state, folded.dropped_facts, before=request[0])
             except (SummaryRejectedError, TimeoutError) as error:
                 shrunk = self.policy.limit_after_refusal(len(request))
                 await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started), batch_limit=shrunk)
@@ -152,7 +152,7 @@ class FoldRunner:
             except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
                 await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started), batch_limit=limit)
                 return cost
-            cost = FoldCost(folded=cost.folded, usage=cost.usage + spent)
+            cost = FoldCost(folded=cost.folded, usage=cost.usage + folded.usage)
             if not won:
                 await self._log_lost(seen, current)
                 return cost
@@ -160,7 +160,7 @@ class FoldRunner:
             await logger.ainfo(
                 f"{log_events.FOLD} latency_ms={_milliseconds_since(started)} "
                 f"folded={len(request)} summary_words_before={word_count(seen.summary)} "
-                f"summary_words_after={word_count(summary)} version={current.version} "
+                f"summary_words_after={word_count(folded.summary)} version={current.version} "
                 f"mode={mode.runs} session_id={seen.key.session_id!r}"
             )
             seen, limit = current, current.fold_batch_limit
@@ -168,15 +168,15 @@ class FoldRunner:
 
     async def _folded_summary(
         self, seen: SessionState, request: Sequence[MessageTable], llm: BaseChatModel, turn: Turn, mode: Mode, started
-    ) -> tuple[str, TokenUsage]:
-        """The summary with ``request`` folded in, and its tokens; for a lone message whose summary the checks
-        refuse, the summary as it was (logged as ``session_summary_fold_skipped``), unless the server only cut
-        the answer's stream (nothing about the message: it is asked again after the pause)."""
+    ) -> model_call.FoldResult:
+        """The summary with ``request`` folded in, its tokens and the facts it dropped; for a lone message whose
+        summary the checks refuse, the summary as it was (logged as ``session_summary_fold_skipped``), unless the
+        server only cut the answer's stream (nothing about the message: it is asked again after the pause)."""
         try:
             result = await model_call.fold(
                 llm,
                 seen.summary,
-                [ChatLine(role=row.sender, text=row.text or "") for row in request],
+                [ChatLine(role=speaker(row.sender, row.sender_name), text=row.text or "") for row in request],
                 timeout_seconds=self.policy.fold_timeout_seconds,
                 provider=turn.provider,
                 context_window=turn.fold_context_window,
@@ -189,8 +189,8 @@ class FoldRunner:
             await logger.ainfo(
                 f"{log_events.FOLD_SKIPPED} messages=1 reason={reason!r} session_id={seen.key.session_id!r}"
             )
-            return seen.summary, TokenUsage()
-        return result.summary, result.usage
+            return model_call.FoldResult(seen.summary)
+        return result
 
     async def _claim(self, state: SessionState, mode: Mode) -> datetime | None:
         """Claim the fold for as long as this mode's model calls may take; None when another worker has it.
@@ -228,14 +228,19 @@ class FoldRunner:
             await session.commit()
         return unchanged
 
-    async def _commit(self, seen: SessionState, new: SessionState) -> tuple[bool, SessionState | None]:
-        """Compare-and-swap ``new`` over ``seen``; returns whether we won and the row as it now is.
+    async def _commit(
+        self, seen: SessionState, new: SessionState, dropped_facts: Sequence[str] = (), *, before: MessageTable
+    ) -> tuple[bool, SessionState | None]:
+        """Compare-and-swap ``new`` over ``seen``, with the facts the new notes dropped kept in the index (found from
+        the messages before ``before``, the fold's first); returns whether we won and the row as it now is.
 
         The claim created the row; if it is gone now, its session was deleted while the
         model ran, and the summary of deleted messages must not bring it back.
         """
         async with self.sessions() as session:
             won = await store.compare_and_swap(session, seen, new)
+            if won and dropped_facts:
+                await _keep_dropped_facts(session, seen.key, dropped_facts, before=messages.cursor_of(before))
             await session.commit()
             if won:
                 return True, replace(new, version=seen.version + 1)
@@ -287,6 +292,18 @@ def _folded(seen: SessionState, batch: Sequence[MessageTable], summary: str, bat
         last_error=None,
         fold_batch_limit=batch_limit,
     )
+
+
+async def _keep_dropped_facts(session, key: SessionKey, facts: Sequence[str], *, before: Cursor) -> None:
+    """Keep ``facts`` in the full-text index, in a SAVEPOINT of their own: a missing or broken index never undoes a
+    fold (logged)."""
+    try:
+        async with session.begin_nested():
+            sourced = await search_index.keep_dropped_facts(session, key, facts, before=before)
+    except DatabaseError as error:
+        await logger.aerror(f"{log_events.INDEX_FAILED} where=notes reason={describe(error)}")
+        return
+    await logger.ainfo(f"{log_events.FACTS_KEPT} facts={len(facts)} sourced={sourced} session_id={key.session_id!r}")
 
 
 def _milliseconds_since(started: float) -> int:

@@ -12,6 +12,7 @@ from langflow.services.database.models.message.model import MessageTable
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
 
+from langflow_session_memory.services.session_memory.rules.ranking import NOTES_SENDER
 from langflow_session_memory.services.session_memory.rules.recall import Excerpt
 
 SUMMARY_SENDER_NAME = "Session memory"
@@ -27,7 +28,7 @@ EXCERPTS_FRAME = (
     "(date and time, who wrote it):\n{lines}"
 )
 EXCERPTS_ACKNOWLEDGEMENT = "Understood."
-_SPEAKERS = {MESSAGE_SENDER_USER: "User", MESSAGE_SENDER_AI: "Assistant"}
+_SPEAKERS = {MESSAGE_SENDER_USER: "User", MESSAGE_SENDER_AI: "Assistant", NOTES_SENDER: "Earlier notes"}
 _DEFAULT_NAMES = frozenset({MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_NAME_AI, SUMMARY_SENDER_NAME})
 
 

@@ -127,7 +127,7 @@ def _delete_messages(state: ORMExecuteState, connection: Connection):
         deleted = select(MESSAGE.c.id)
         if where is not None:
             deleted = deleted.where(_deleted_messages(where, connection.dialect.name))
-        connection.execute(delete(ENTRY).where(ENTRY.c.message_id.in_(deleted)))
+        connection.execute(delete(ENTRY).where(search_index.of_messages(deleted)))
 
     _isolated(connection, "delete_indexed_messages", drop_entries)
     result = state.invoke_statement()
@@ -227,7 +227,8 @@ def _is_edit(attributes) -> bool:
 
 def _follow_in_index(connection: Connection, renamed: set[tuple], edited: dict[UUID, str], removed: set[UUID]) -> None:
     """A renamed chat's entries move with it, an edited message is searched by its new text, a deleted one no
-    longer (a no-op for one never indexed). Apart from the state rows' statements: either table may be missing."""
+    longer, nor the facts kept from it (a no-op for one never indexed). Apart from the state rows' statements: either
+    table may be missing."""
     for flow_id, owner_id, old, new in renamed:
         connection.execute(
             update(ENTRY)
@@ -235,7 +236,7 @@ def _follow_in_index(connection: Connection, renamed: set[tuple], edited: dict[U
             .values(session_id=new, scope=search_index.scope_token(flow_id, owner_id, new))
         )
     if removed:
-        connection.execute(delete(ENTRY).where(ENTRY.c.message_id.in_(removed)))
+        connection.execute(delete(ENTRY).where(search_index.of_messages(list(removed))))
     for message_id, new_text in edited.items():
         sender_name = connection.execute(select(ENTRY.c.sender_name).where(ENTRY.c.message_id == message_id)).scalar()
         if sender_name is None:

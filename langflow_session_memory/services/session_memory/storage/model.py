@@ -77,7 +77,8 @@ class SessionMemorySearchEntry(SessionMemoryBase, table=True):
     The database's engine indexes ``body`` (SQLite: the FTS5 table ``session_memory_search_fts`` over this one,
     kept by triggers; PostgreSQL: a GIN index on its ``tsvector``, migration ``sm0007``). ``scope`` is one
     digits-only token naming the chat (:func:`storage.search_index.scope_token`), so an FTS5 query narrows to
-    one chat inside the engine; ``words`` is the body's length in words, for BM25's length normalisation.
+    one chat inside the engine; ``words`` is the body's length in words, for BM25's length normalisation. A fact
+    the notes dropped is an entry too, said by ``ranking.NOTES_SENDER``, beside its ``source_message_id``.
     """
 
     __tablename__ = SEARCH_TABLE_NAME
@@ -98,3 +99,6 @@ class SessionMemorySearchEntry(SessionMemoryBase, table=True):
     scope: str = Field(sa_column=Column(Text, nullable=False))
     body: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=text("''")))
     words: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default=text("0")))
+    # Set on a fact line the notes' word limit took (sender ``ranking.NOTES_SENDER``): the message it came from,
+    # whose deletion takes it (sm0008). NULL on a message's entry, and on a fact whose source was not found.
+    source_message_id: UUID | None = Field(default=None, sa_column=Column(Uuid, nullable=True))

@@ -9,9 +9,14 @@ inside the index; the ranking over what it matched is ``rules.ranking``'s, the s
 The index is filled after an answer, in bounded batches (:func:`index_batch`), never inside a turn; a
 turn asks :func:`is_ready` first and, behind or missing, searches the way it did before the index.
 ``storage.cleanup`` keeps it in step with every edit and deletion, as it does the summaries.
+
+A fact the notes' word limit pushes out (``summary.notes``) is kept here too (:func:`keep_dropped_facts`), as said
+by :data:`ranking.NOTES_SENDER` beside the message it came from, and found as a message is: nothing the notes ever
+held is lost.
 """
 
 import hashlib
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,7 +39,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from langflow_session_memory.services.session_memory.rules.ranking import word_count
+from langflow_session_memory.services.session_memory.rules import ranking
+from langflow_session_memory.services.session_memory.rules.ranking import NOTES_SENDER, word_count
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.storage import messages
 from langflow_session_memory.services.session_memory.storage.model import SessionMemorySearchEntry
@@ -106,7 +112,7 @@ async def newest_indexed(session: AsyncSession, key: SessionKey) -> Cursor | Non
     """The position of the chat's newest indexed message (one seek of the entries' chat index), None if none."""
     statement = (
         select(ENTRY.c.timestamp, ENTRY.c.message_id)
-        .where(_chat(key))
+        .where(_chat(key), ENTRY.c.sender != NOTES_SENDER)
         .order_by(ENTRY.c.timestamp.desc(), ENTRY.c.message_id.desc())
         .limit(1)
     )
@@ -229,10 +235,78 @@ async def chat_size(session: AsyncSession, key: SessionKey, *, before: Cursor, l
     return count, float(average or 0.0)
 
 
+async def keep_dropped_facts(session: AsyncSession, key: SessionKey, facts: Sequence[str], *, before: Cursor) -> int:
+    """Index ``facts``, lines the notes' word limit took, each beside the message it came from: the indexed message
+    before ``before`` (the first message of the fold that dropped them) that ranks best for the fact's words, whose
+    deletion takes the fact with it. A fact no message matches stands at ``before``, its source unknown. A fact kept
+    already is kept once. Returns how many found their source."""
+    scope = scope_token(key.flow_id, key.owner_id, key.session_id)
+    values, sourced = [], 0
+    for fact in facts:
+        source = await _source_of(session, key, fact, before=before)
+        sourced += source is not None
+        values.append(
+            {
+                "message_id": uuid.uuid5(uuid.NAMESPACE_OID, f"{scope}\x1f{key.context_id or ''}\x1f{fact}"),
+                "flow_id": key.flow_id,
+                "owner_id": key.owner_id,
+                "session_id": key.session_id,
+                "context_id": key.context_id,
+                "timestamp": before.timestamp if source is None else source.timestamp,
+                "sender": NOTES_SENDER,
+                "sender_name": "",
+                "scope": scope,
+                "body": body_of(fact),
+                "words": words_of("", fact),
+                "source_message_id": None if source is None else source.message_id,
+            }
+        )
+    if values:
+        dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
+        statement = dialect.insert(ENTRY).values(values).on_conflict_do_nothing(index_elements=["message_id"])
+        await session.execute(statement)
+    return sourced
+
+
+async def _source_of(session: AsyncSession, key: SessionKey, fact: str, *, before: Cursor) -> Indexed | None:
+    """The indexed message before ``before`` that ranks best for ``fact``'s words (a kept fact is not a source)."""
+    found = await matching_each(
+        session,
+        key,
+        before=before,
+        words=ranking.query_words(fact),
+        limit=ranking.CANDIDATES_PER_WORD,
+        read_characters=0,
+    )
+    indexed, average_words = await chat_size(session, key, before=before, limit=ranking.INDEXED_COUNTED)
+    hits = ranking.rank(found, messages=indexed, average_words=average_words)
+    return next((hit.found for hit in hits if hit.found.sender != NOTES_SENDER), None)
+
+
+async def forget_dropped_facts(
+    session: AsyncSession, flow_id, *, owner_id, session_id: str, context_id: str | None
+) -> int:
+    """Delete the facts kept for a chat (one context, or all of them; every owner when ``owner_id`` is None): a reset
+    forgets the notes, and what they lost with them."""
+    conditions = [ENTRY.c.flow_id == flow_id, ENTRY.c.session_id == session_id, ENTRY.c.sender == NOTES_SENDER]
+    for narrowed, value in ((ENTRY.c.owner_id, owner_id), (ENTRY.c.context_id, context_id)):
+        if value is not None:
+            conditions.append(narrowed == value)
+    return (await session.execute(delete(ENTRY).where(*conditions))).rowcount
+
+
+def of_messages(message_ids):
+    """The entries of these messages, and the facts kept from them (``message_ids``: a list or a subquery)."""
+    return or_(ENTRY.c.message_id.in_(message_ids), ENTRY.c.source_message_id.in_(message_ids))
+
+
 async def sweep_orphans(session: AsyncSession, limit: int) -> int:
-    """Delete up to ``limit`` entries whose message is gone (deleted behind Langflow's back: raw SQL, a restore)."""
+    """Delete up to ``limit`` entries whose message is gone (deleted behind Langflow's back: raw SQL, a restore), and
+    the facts kept from such a message; a fact whose source was never known stays with its chat."""
     message = MessageTable.__table__.c
-    orphans = select(ENTRY.c.id).where(~exists().where(message.id == ENTRY.c.message_id)).limit(limit)
+    source = func.coalesce(ENTRY.c.source_message_id, ENTRY.c.message_id)
+    known = or_(ENTRY.c.sender != NOTES_SENDER, ENTRY.c.source_message_id.is_not(None))
+    orphans = select(ENTRY.c.id).where(known, ~exists().where(message.id == source)).limit(limit)
     ids = list((await session.execute(orphans)).scalars())
     if not ids:
         return 0

@@ -68,10 +68,11 @@ _INTERRUPTED = "stream ended without a finish reason"
 
 @dataclass(frozen=True)
 class FoldResult:
-    """The new summary and what its requests cost."""
+    """The new summary, what its requests cost, and the facts the word limit took from the notes (oldest first)."""
 
     summary: str
     usage: TokenUsage = field(default_factory=TokenUsage)
+    dropped_facts: tuple[str, ...] = ()
 
 
 class RequestTooLongError(ValueError):
@@ -117,7 +118,11 @@ async def fold(
                     raise
                 pending[:0] = halves
                 continue
-            result = FoldResult(summary=folded.summary, usage=result.usage + folded.usage)
+            result = FoldResult(
+                summary=folded.summary,
+                usage=result.usage + folded.usage,
+                dropped_facts=result.dropped_facts + folded.dropped_facts,
+            )
     return result
 
 
@@ -150,14 +155,15 @@ async def _fold_chunk(
     if dropped or result.dropped_conversation or result.dropped_facts:
         await logger.ainfo(
             f"{log_events.SHORTENED} dropped_lines={dropped + result.dropped_conversation} "
-            f"dropped_facts={result.dropped_facts} words_written={word_count(text)} words_kept={word_count(summary)}"
+            f"dropped_facts={len(result.dropped_facts)} words_written={word_count(text)} "
+            f"words_kept={word_count(summary)}"
         )
     spent = usage.of_call(
         getattr(response, "usage_metadata", None),
         prompt_tokens=token_estimate.messages_tokens(request),
         answer=text,
     )
-    return FoldResult(summary=summary, usage=spent)
+    return FoldResult(summary=summary, usage=spent, dropped_facts=result.dropped_facts)
 
 
 async def _answer(llm: BaseChatModel, provider: str | None, request: list, output_tokens: int, tracing: Sequence):

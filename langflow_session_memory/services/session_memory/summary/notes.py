@@ -5,7 +5,8 @@ a 1.5B model copies them back and misses the new messages (docs/real-model.md, i
 notes are then the previous "Key facts" and "Conversation so far" lines with the batch's new ones
 after them, repeats left out; a later fact stands after the one it may replace, and the frame the
 model reads says so (``rules.assembly``). Over the word limit, the oldest "Conversation so far"
-lines go first, then the oldest facts, each counted for the log, never silently.
+lines go first, then the oldest facts, each counted for the log, never silently; a fact the limit takes is
+kept in the full-text index (``storage.search_index.keep_dropped_facts``), where a question still finds it.
 """
 
 import re
@@ -39,11 +40,12 @@ class Notes:
 
 @dataclass(frozen=True)
 class Merged:
-    """The notes after a fold, and what the word limit took from them (oldest first)."""
+    """The notes after a fold, and what the word limit took from them: how many conversation lines, and the facts
+    themselves (oldest first), which the fold keeps in the index."""
 
     notes: Notes
     dropped_conversation: int = 0
-    dropped_facts: int = 0
+    dropped_facts: tuple[str, ...] = ()
 
 
 def parsed(summary: str) -> Notes:
@@ -68,14 +70,14 @@ def merged(previous: str, update: str, word_limit: int) -> Merged:
     before, new = parsed(previous), parsed(update)
     facts = _without_repeats([*before.facts, *new.facts])
     conversation = _without_repeats([*before.conversation, *new.conversation])
-    dropped_conversation = dropped_facts = 0
+    dropped_conversation = 0
+    dropped_facts: list[str] = []
     while Notes(tuple(facts), tuple(conversation)).words() > word_limit and conversation:
         conversation.pop(0)
         dropped_conversation += 1
     while Notes(tuple(facts), tuple(conversation)).words() > word_limit and facts:
-        facts.pop(0)
-        dropped_facts += 1
-    return Merged(Notes(tuple(facts), tuple(conversation)), dropped_conversation, dropped_facts)
+        dropped_facts.append(facts.pop(0))
+    return Merged(Notes(tuple(facts), tuple(conversation)), dropped_conversation, tuple(dropped_facts))
 
 
 def _without_repeats(lines: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import HumanMessage, SystemMessage
+from lfx.utils.constants import MESSAGE_SENDER_NAME_AI, MESSAGE_SENDER_NAME_USER
 
 from langflow_session_memory.services.session_memory.rules import clipping, token_estimate
 
@@ -63,6 +64,14 @@ class FoldBudget:
 
     output_tokens: int
     transcript_tokens: int | None = None
+
+
+def speaker(sender: str, sender_name: str | None) -> str:
+    """Who a line of the transcript says wrote it: the name the flow gave the speaker (a person's, a persona's), so a
+    fact is written down as theirs; else Langflow's sender (User, Machine), as the fold was judged with."""
+    if sender_name and sender_name not in (MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_NAME_AI):
+        return sender_name
+    return sender
 
 
 def fold_request(batch: Sequence[ChatLine]) -> list:
