@@ -106,19 +106,23 @@ model-server: install
 FLOW ?=
 SESSION ?= $(FLOW)
 CONTEXT ?=
+# The ids reach the CLI through the environment, never pasted into the shell command ("$$SESSION" is the shell's
+# variable, quoted): an id with quotes, ';' or backticks is an id. A '$' in a make argument is make's ('$$' is one).
+export FLOW SESSION CONTEXT
 MEMORY := $(BIN)/python -m langflow_session_memory
 NEED_FLOW = $(if $(FLOW),,$(error FLOW=<flow id> is required: the id in the flow's URL, /flow/<id>))
+CONTEXT_OPTION = $(if $(CONTEXT),--context-id "$$CONTEXT")
 
 .PHONY: memory-list memory-show memory-reset
 
 memory-list: install
-	@$(NEED_FLOW)$(MEMORY) list --flow-id '$(FLOW)'
+	@$(NEED_FLOW)$(MEMORY) list --flow-id "$$FLOW"
 
 memory-show: install
-	@$(NEED_FLOW)$(MEMORY) show --flow-id '$(FLOW)' --session-id '$(SESSION)' $(if $(CONTEXT),--context-id '$(CONTEXT)')
+	@$(NEED_FLOW)$(MEMORY) show --flow-id "$$FLOW" --session-id "$$SESSION" $(CONTEXT_OPTION)
 
 memory-reset: install
-	@$(NEED_FLOW)$(MEMORY) reset --flow-id '$(FLOW)' --session-id '$(SESSION)' $(if $(CONTEXT),--context-id '$(CONTEXT)')
+	@$(NEED_FLOW)$(MEMORY) reset --flow-id "$$FLOW" --session-id "$$SESSION" $(CONTEXT_OPTION)
 
 # The demo and the benchmarks (benchmarks/, results written to docs/); both use fresh databases of their own.
 # `make demo MODEL=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against a real model; OPENAI_BASE_URL points

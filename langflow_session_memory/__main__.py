@@ -53,12 +53,20 @@ def _rows(arguments):
     return find
 
 
+def printable(text: str | None) -> str:
+    """``text`` for a terminal: control characters (a newline that would forge a row, an escape code) and the backslash
+    written as Python escapes, the rest (any script) as it is."""
+    return "".join(
+        character if character.isprintable() and character != "\\" else repr(character)[1:-1] for character in str(text)
+    )
+
+
 def _list(url: str, arguments) -> int:
     rows = asyncio.run(_on_database(url, _rows(arguments)))
     print("session_id\tcontext_id\towner_id\tfolded\twords\tupdated_at\tpaused_until")
     for row in rows:
         print(
-            f"{row.session_id}\t{row.context_id}\t{row.owner_id}\t{row.folded_count}\t"
+            f"{printable(row.session_id)}\t{printable(row.context_id)}\t{row.owner_id}\t{row.folded_count}\t"
             f"{word_count(row.summary)}\t{row.updated_at.isoformat()}\t"
             f"{row.paused_until.isoformat() if row.paused_until else '-'}"
         )
@@ -71,8 +79,9 @@ def _show(url: str, arguments) -> int:
         print(f"session {row.session_id!r} context {row.context_id!r} owner {row.owner_id}")
         print(f"  folded {row.folded_count} messages, version {row.version}, updated {row.updated_at.isoformat()}")
         if row.paused_until:
-            print(f"  folding paused until {row.paused_until.isoformat()}: {row.last_error}")
-        print("  " + (row.summary or "(no summary yet)").replace("\n", "\n  "))
+            print(f"  folding paused until {row.paused_until.isoformat()}: {printable(row.last_error)}")
+        lines = (row.summary or "(no summary yet)").splitlines()
+        print("\n".join(f"  {printable(line)}" for line in lines))
     if not rows:
         print("no session memory for that flow and session")
     return 0 if rows else 1

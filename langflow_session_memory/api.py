@@ -102,6 +102,18 @@ class SessionMemory(BaseModel):
 
 class SummaryEdit(BaseModel):
     summary: str
+    # The version the caller read (GET's ``version``, or its ETag in If-Match): the edit is made on that row only.
+    version: int | None = None
+
+
+VERSION_NEEDED = (
+    "Send the version you read: a `version` field in the body or an If-Match header (GET answers both), so that an edit"
+    " never erases what a fold or another edit saved after you read it"
+)
+STALE = (
+    "The summary changed since you read version {read} (a fold or another edit saved version {now}): read it again"
+    " and make your change on it"
+)
 
 
 async def _require_flow(session: AsyncSession, flow_id: UUID, user) -> None:
@@ -149,10 +161,32 @@ async def list_sessions(
 
 @router.get("/{flow_id}/sessions/{session_id}", response_model=SessionMemory)
 async def get_session(
-    flow_id: UUID, session_id: str, user: CurrentActiveUser, session: Database, context_id: ContextQuery = ""
+    response: Response,
+    flow_id: UUID,
+    session_id: str,
+    user: CurrentActiveUser,
+    session: Database,
+    context_id: ContextQuery = "",
 ) -> SessionMemory:
-    """One session's summary and its state; 404 when it has none."""
-    return _memory(await _row(session, flow_id, user, session_id, context_id))
+    """One session's summary and its state, its version also as the ETag a PUT's If-Match sends back; 404 when it has
+    none."""
+    row = await _row(session, flow_id, user, session_id, context_id)
+    response.headers["ETag"] = _etag(row.version)
+    return _memory(row)
+
+
+def _etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def _version_read(edit: SummaryEdit, if_match: str | None) -> int:
+    """The version an edit was made on: its body's, else its If-Match ETag's; 428 when it names none."""
+    if edit.version is not None:
+        return edit.version
+    tag = (if_match or "").strip().removeprefix("W/").strip('"')
+    if not tag.isdigit():
+        raise HTTPException(status_code=428, detail=VERSION_NEEDED)
+    return int(tag)
 
 
 @router.get("/{flow_id}/sessions/{session_id}/summary", response_class=HTMLResponse)
@@ -165,8 +199,13 @@ async def read_summary(
     done: Annotated[str | None, Query(include_in_schema=False)] = None,
 ) -> HTMLResponse:
     """The summary as a page, linked from the Session memory step: the session's counts and dates, and the summary
-    in a form its owner can save or reset (``summary_page``)."""
-    row = await _row(session, flow_id, user, session_id, context_id)
+    in a form its owner can save or reset (``summary_page``); after a reset (its row gone), what the reset did."""
+    try:
+        row = await _row(session, flow_id, user, session_id, context_id)
+    except HTTPException:
+        if done != summary_page.RESET:
+            raise
+        return HTMLResponse(summary_page.reset_page(str(flow_id), session_id), headers=summary_page.HEADERS)
     return _page(row, notice=done)
 
 
@@ -179,7 +218,9 @@ async def change_summary_from_the_page(
     session: Database,
     context_id: ContextQuery = "",
 ) -> Response:
-    """The page's form: save the summary (checked as a PUT's) or reset it, then back to the page (303).
+    """The page's form: save the summary (checked as a PUT's) on the version the page showed, or reset it, then back
+    to the page (303). A save on a version a fold or another edit has moved since is refused (409): the page shows
+    the summary as it is now beside the text typed, which a second save puts in its place.
 
     Refused (403) when a browser sent it from another site (``summary_page.same_origin``): Langflow's
     login cookie goes with a form posted from anywhere unless its SameSite setting holds it back.
@@ -189,21 +230,29 @@ async def change_summary_from_the_page(
     form = await request.form()
     if form.get("action") == "reset":
         await _reset(session, row)
-        return HTMLResponse(summary_page.reset_page(str(flow_id), session_id), headers=summary_page.HEADERS)
-    draft = str(form.get("summary") or "").replace("\r\n", "\n")  # a form sends a text box's lines as CRLF
+        return _back_to_the_page(request, summary_page.RESET)
+    typed, version = form.get("summary", ""), form.get("version", "")
+    if not isinstance(typed, str) or not isinstance(version, str) or not version.isdigit():
+        return _page(row, error=summary_page.NOT_TEXT, status_code=422)
+    draft = typed.replace("\r\n", "\n")  # a form sends a text box's lines as CRLF
     try:
         summary = validation.validate_edited_summary(draft)
     except validation.SummaryRejectedError as error:
         return _page(row, error=str(error), draft=draft, status_code=422)
-    await _save(session, row, summary)
+    if not await _save(session, row, summary, int(version)):
+        return _page(row, error=summary_page.CHANGED_MEANWHILE, draft=draft, conflict=True, status_code=409)
     return _back_to_the_page(request, summary_page.SAVED)
 
 
-async def _save(session: AsyncSession, row: SessionMemoryState, summary: str) -> None:
-    """Replace ``row``'s summary with a checked one, as a PUT or the page's form does."""
+async def _save(session: AsyncSession, row: SessionMemoryState, summary: str, version: int) -> bool:
+    """Replace ``row``'s summary with a checked one if it is still at ``version``, as a PUT or the page's form does;
+    whether it was."""
     key = SessionKey(flow_id=row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id)
-    await store.replace_summary(session, key, summary)
+    if row.version != version:
+        return False
+    saved = await store.replace_summary(session, key, summary, version=version)
     await session.commit()
+    return saved
 
 
 async def _reset(session: AsyncSession, row: SessionMemoryState) -> None:
@@ -231,6 +280,7 @@ def _page(row: SessionMemoryState, *, status_code: int = 200, **shown) -> HTMLRe
         updated_at=row.updated_at,
         paused_until=row.paused_until,
         last_error=row.last_error,
+        version=row.version,
     )
     return HTMLResponse(
         summary_page.summary_page(state, **shown), status_code=status_code, headers=summary_page.HEADERS
@@ -256,6 +306,7 @@ async def read_summary_at_its_old_address(request: Request) -> RedirectResponse:
 @router.put("/{flow_id}/sessions/{session_id}", response_model=SessionMemory)
 async def edit_session(
     request: Request,
+    response: Response,
     flow_id: UUID,
     session_id: str,
     edit: SummaryEdit,
@@ -263,18 +314,24 @@ async def edit_session(
     session: Database,
     context_id: ContextQuery = "",
 ) -> SessionMemory:
-    """Replace the summary (checked as a fold's is: see ``validation.validate_edited_summary``); clears a pause.
+    """Replace the summary (checked as a fold's is: see ``validation.validate_edited_summary``) on the version the
+    caller read (body ``version`` or If-Match; 428 without, 409 when a fold or another edit moved it since); clears a
+    pause.
 
     The next turn sends it. Refused (403) when a browser sent it from another site, as the page's form.
     """
     _require_same_origin(request)
     row = await _row(session, flow_id, user, session_id, context_id)
+    version = _version_read(edit, request.headers.get("if-match"))
     try:
         summary = validation.validate_edited_summary(edit.summary)
     except validation.SummaryRejectedError as error:
         raise HTTPException(status_code=422, detail=str(error)) from None
-    await _save(session, row, summary)
-    return _memory(await _row(session, flow_id, user, session_id, context_id))
+    if not await _save(session, row, summary, version):
+        raise HTTPException(status_code=409, detail=STALE.format(read=version, now=row.version))
+    saved = await _row(session, flow_id, user, session_id, context_id)
+    response.headers["ETag"] = _etag(saved.version)
+    return _memory(saved)
 
 
 @router.delete("/{flow_id}/sessions/{session_id}", status_code=204)

@@ -25,7 +25,13 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 SAVED = "saved"
+RESET = "reset"
 NOTICES = {SAVED: "Saved. The Agent's next turn in this session sends this summary."}
+NOT_TEXT = "the form's summary and version must be text fields: reload the page and save from it"
+CHANGED_MEANWHILE = (
+    "the summary changed since this page was opened (a fold or another edit saved it). Your text is kept below and the"
+    " summary as it is now above it: save again to put yours in its place, or reload the page to keep it"
+)
 RESET_DONE = (
     "Reset. The summary is gone; the Agent's next turn in this session summarizes it again from its first message."
 )
@@ -34,7 +40,8 @@ h1{font-size:1.4rem;margin:0 0 1rem}dl{display:grid;grid-template-columns:max-co
 dt{color:#52525b}dd{margin:0}textarea{width:100%;box-sizing:border-box;font:14px/1.5 ui-monospace,monospace;
 padding:.5rem}.notice{background:#ecfdf5;border:1px solid #10b981;padding:.5rem 1rem}
 .error{background:#fef2f2;border:1px solid #ef4444;padding:.5rem 1rem}button{font:inherit;margin:.5rem .5rem 0 0;
-padding:.4rem 1rem}p.hint{color:#52525b;font-size:.9rem}"""
+padding:.4rem 1rem}p.hint{color:#52525b;font-size:.9rem}h2{font-size:1.1rem}pre.now{white-space:pre-wrap;
+background:#f4f4f5;padding:.5rem;font:14px/1.5 ui-monospace,monospace}"""
 # From /api/v1/session_memory/<flow>/sessions/<session>/summary to Langflow's root (a session id is one segment).
 _TO_ROOT = "../" * 6
 BACK_TO_THE_FLOW = "Back to the flow"
@@ -54,12 +61,22 @@ class PageState:
     updated_at: datetime
     paused_until: datetime | None
     last_error: str | None
+    version: int
 
 
-def summary_page(state: PageState, *, notice: str | None = None, error: str | None = None, draft: str | None = None):
-    """The page as HTML: the session's facts, the summary in a form to save or reset, a notice or an error.
+def summary_page(
+    state: PageState,
+    *,
+    notice: str | None = None,
+    error: str | None = None,
+    draft: str | None = None,
+    conflict: bool = False,
+):
+    """The page as HTML: the session's facts, the summary in a form to save or reset (on the version shown), a notice
+    or an error.
 
-    ``draft`` is what the person sent when it was refused, kept so nothing they typed is lost.
+    ``draft`` is what the person sent when it was refused, kept so nothing they typed is lost; on a ``conflict`` (the
+    summary changed since their page was opened) the summary as it is now is shown above it, read-only.
     """
     facts = [
         ("Session", state.session_id),
@@ -80,6 +97,10 @@ def summary_page(state: PageState, *, notice: str | None = None, error: str | No
     if error:
         banner = f'<p class="error" role="alert">Not saved: {escape(error)}</p>'
     text = state.summary if draft is None else draft
+    now = ""
+    if conflict:
+        now = f'<h2>The summary now (version {state.version})</h2><pre class="now">{escape(state.summary)}</pre>\n'
+
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Session memory: {escape(state.session_id)}</title><style>{_STYLE}</style></head>
@@ -88,7 +109,8 @@ def summary_page(state: PageState, *, notice: str | None = None, error: str | No
 <h1>Session memory</h1>
 {banner}
 <dl>{rows}</dl>
-<form method="post">
+{now}<form method="post">
+<input type="hidden" name="version" value="{state.version}">
 <label for="summary"><strong>Summary</strong></label>
 <p class="hint">Sent first in the Agent's history in place of the earlier messages. Correct it and save, or reset it:
 the earlier messages are summarized again from the start. The chat's own messages are never changed.</p>

@@ -261,3 +261,47 @@ def test_an_unusable_database_is_a_problem_not_a_traceback(tmp_path):
     not_a_database.write_text("not sqlite")
     with pytest.raises(DatabaseProblem, match=r"^cannot open sqlite:///.*: DatabaseError: file is not a database$"):
         asyncio.run(operator_database.has_table(f"sqlite:///{not_a_database}"))
+
+
+# ``$`` is make's own syntax (``$$`` passes one): a session id with one is given to the CLI directly.
+ODD_SESSION = "x' ; echo INJECTED ; 'y \" ; echo QUOTED ; \" `echo TICKED`"
+
+
+def test_make_memory_show_passes_a_session_id_with_quotes_to_the_cli_as_it_is(tmp_path):
+    url = f"sqlite:///{tmp_path / 'langflow.db'}"
+    seed(url, SessionKey(uuid.UUID(FLOW), uuid.uuid4(), ODD_SESSION))
+
+    result = run_make("memory-show", f"FLOW={FLOW}", f"SESSION={ODD_SESSION}", f"LOCAL_DB={url}")
+
+    assert result.returncode == 0, result.stderr
+    assert f"session {ODD_SESSION!r}" in result.stdout
+    for ran in ("INJECTED", "QUOTED", "TICKED"):
+        assert f"\n{ran}" not in f"\n{result.stdout}"
+
+
+def test_make_memory_reset_resets_only_the_session_named_however_it_is_quoted(tmp_path):
+    url = f"sqlite:///{tmp_path / 'langflow.db'}"
+    seed(url, SessionKey(uuid.UUID(FLOW), uuid.uuid4(), ODD_SESSION), SessionKey(uuid.UUID(FLOW), uuid.uuid4(), "x"))
+
+    result = run_make("memory-reset", f"FLOW={FLOW}", f"SESSION={ODD_SESSION}", f"LOCAL_DB={url}")
+
+    assert result.returncode == 0, result.stderr
+    assert "reset 1 row(s)" in result.stdout
+    assert "INJECTED" not in result.stdout
+
+
+def test_the_list_prints_one_line_per_session_with_control_characters_escaped(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'langflow.db'}"
+    forged = "a\nforged\t00000000-0000-0000-0000-000000000000\t99"
+    seed(
+        url, SessionKey(uuid.UUID(FLOW), uuid.uuid4(), forged), SessionKey(uuid.UUID(FLOW), uuid.uuid4(), "\x1b[31mred")
+    )
+
+    assert main(["list", "--url", url, "--flow-id", FLOW]) == 0
+
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert sorted(line.split("\t")[0] for line in lines) == [
+        "\\x1b[31mred",
+        "a\\nforged\\t00000000-0000-0000-0000-000000000000\\t99",
+    ]
+    assert all("\x1b" not in line for line in lines)

@@ -26,6 +26,7 @@ def state(summary: str = "Key facts:\n- x", **changes) -> PageState:
         "updated_at": WHEN,
         "paused_until": None,
         "last_error": None,
+        "version": 1,
     }
     return PageState(**(values | changes))
 

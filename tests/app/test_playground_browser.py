@@ -284,8 +284,9 @@ def test_the_readme_quick_start(make_run, page):
     assert "the customer is GLOBEX" in memory("memory-show", flow_id, make_run.database_url)  # saved on the page
     row = f"{address.split('/flow/')[0]}/api/v1/session_memory/{flow_id}/sessions/{flow_id}"
     with httpx.Client(headers={"x-api-key": key}, timeout=30) as api:
-        assert api.get(row).json()["summary"] == EDITED_SUMMARY  # saved from the page
-        api.put(row, json={"summary": SUMMARY_BY_API}).raise_for_status()
+        read = api.get(row).json()
+        assert read["summary"] == EDITED_SUMMARY  # saved from the page
+        api.put(row, json={"summary": SUMMARY_BY_API, "version": read["version"]}).raise_for_status()
         assert "INITECH" in api.get(row).json()["summary"]
         assert "reset 1 row(s)" in memory("memory-reset", flow_id, make_run.database_url)
         assert api.get(row).status_code == 404

@@ -110,12 +110,25 @@ def test_a_summary_holding_markup_is_shown_as_text(langflow):
     flow_id, _ = langflow.seeded_folded_session(session_id)
     row = f"{API}/{flow_id}/sessions/{session_id}"
     marked = "Key facts:\n- <script>alert(1)</script></textarea><b>x</b>\nConversation so far:\n- x"
-    langflow.http.put(row, json={"summary": marked}).raise_for_status()
+    langflow.http.put(row, json={"summary": marked, "version": 1}).raise_for_status()
 
     page = as_the_browser(langflow, f"{row}/summary")
 
     assert "<script>alert" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;/textarea&gt;&lt;b&gt;x&lt;/b&gt;" in page.text
+
+
+def seeded_row(langflow) -> str:
+    """The API path of a new session's row, seeded as after its first folds (version 1)."""
+    session_id = new_session()
+    flow_id, _ = langflow.seeded_folded_session(session_id)
+    return f"{API}/{flow_id}/sessions/{session_id}"
+
+
+def saved_from_the_page(langflow, row: str, summary: str, *, version: int):
+    """The page's Save, as the browser posts it: the text box and the version the page was opened at."""
+    data = {"summary": summary, "version": str(version), "action": "save"}
+    return as_the_browser(langflow, f"{row}/summary", method="POST", data=data, site="same-origin")
 
 
 def test_its_owner_saves_a_corrected_summary_from_the_page(langflow):
@@ -125,9 +138,7 @@ def test_its_owner_saves_a_corrected_summary_from_the_page(langflow):
     corrected = "Key facts:\n- The customer is GLOBEX.\nConversation so far:\n- Corrected by hand."
 
     typed = corrected.replace("\n", "\r\n")  # as a browser sends a text box's lines
-    saved = as_the_browser(
-        langflow, f"{row}/summary", method="POST", data={"summary": typed, "action": "save"}, site="same-origin"
-    )
+    saved = saved_from_the_page(langflow, row, typed, version=1)
 
     assert (saved.status_code, saved.headers["location"]) == (303, "summary?done=saved")
     assert langflow.http.get(row).json()["summary"] == corrected
@@ -142,13 +153,68 @@ def test_a_summary_the_page_refuses_keeps_what_was_typed_and_changes_nothing(lan
     row = f"{API}/{flow_id}/sessions/{session_id}"
     too_long = "Key facts:\n- " + "word " * 400
 
-    refused = as_the_browser(
-        langflow, f"{row}/summary", method="POST", data={"summary": too_long, "action": "save"}, site="same-origin"
-    )
+    refused = saved_from_the_page(langflow, row, too_long, version=1)
 
     assert refused.status_code == 422
     assert 'role="alert">Not saved:' in refused.text
     assert "word " * 400 in refused.text
+    assert langflow.http.get(row).json()["summary"] == SEEDED_SUMMARY
+
+
+def test_a_save_from_a_page_opened_before_a_fold_committed_is_refused_and_shows_both(langflow):
+    row = seeded_row(langflow)
+    opened = as_the_browser(langflow, f"{row}/summary")
+    assert '<input type="hidden" name="version" value="1">' in opened.text
+    folded = "Key facts:\n- The fold found the deadline: June 3.\nConversation so far:\n- the deadline"
+    langflow.http.put(row, json={"summary": folded, "version": 1}).raise_for_status()  # as a fold's commit moves it
+    typed = "Key facts:\n- The customer is GLOBEX.\nConversation so far:\n- typed on the page"
+
+    stale = saved_from_the_page(langflow, row, typed, version=1)
+
+    assert stale.status_code == 409
+    assert 'role="alert">Not saved: the summary changed since this page was opened' in stale.text
+    assert "The fold found the deadline: June 3." in stale.text
+    assert "The customer is GLOBEX." in stale.text
+    assert "Saved." not in stale.text
+    assert langflow.http.get(row).json()["summary"] == folded
+    again = saved_from_the_page(langflow, row, typed, version=2)
+    assert again.status_code == 303  # the owner chose theirs, on the version they now saw
+    assert langflow.http.get(row).json()["summary"] == typed
+
+
+def test_a_put_on_a_version_a_fold_moved_since_is_refused_and_the_fold_kept(langflow):
+    row = seeded_row(langflow)
+    read = langflow.http.get(row)
+    assert read.headers["etag"] == '"1"'
+    folded = "Key facts:\n- The fold found the deadline: June 3.\nConversation so far:\n- the deadline"
+    assert (
+        langflow.http.put(row, json={"summary": folded}, headers={"If-Match": read.headers["etag"]}).status_code == 200
+    )
+    mine = "Key facts:\n- mine\nConversation so far:\n- mine"
+
+    by_body = langflow.http.put(row, json={"summary": mine, "version": read.json()["version"]})
+    by_header = langflow.http.put(row, json={"summary": mine}, headers={"If-Match": read.headers["etag"]})
+    without = langflow.http.put(row, json={"summary": mine})
+
+    assert (by_body.status_code, by_header.status_code, without.status_code) == (409, 409, 428)
+    assert "changed since you read version 1" in by_body.json()["detail"]
+    assert "If-Match" in without.json()["detail"]
+    assert langflow.http.get(row).json()["summary"] == folded
+
+
+def test_a_summary_sent_as_a_file_part_is_a_422_and_changes_nothing(langflow):
+    row = seeded_row(langflow)
+    with multi_user_mode():
+        sent = langflow.http.post(
+            f"{row}/summary",
+            data={"action": "save", "version": "1"},
+            files={"summary": ("notes.txt", b"Key facts:\n- from a file", "text/plain")},
+            headers={"Authorization": "", "Sec-Fetch-Site": "same-origin"},
+        )
+
+    assert sent.status_code == 422
+    assert "must be text fields" in sent.text
+    assert "UploadFile" not in langflow.http.get(row).json()["summary"]
     assert langflow.http.get(row).json()["summary"] == SEEDED_SUMMARY
 
 
@@ -159,9 +225,11 @@ def test_its_owner_resets_the_summary_from_the_page(langflow):
 
     reset = as_the_browser(langflow, f"{row}/summary", method="POST", data={"action": "reset"}, site="same-origin")
 
-    assert reset.status_code == 200
-    assert "Reset. The summary is gone" in reset.text
+    assert (reset.status_code, reset.headers["location"]) == (303, "summary?done=reset")  # POST, redirect, GET
     assert langflow.http.get(row).status_code == 404
+    after = as_the_browser(langflow, f"{row}/summary?done=reset")
+    assert after.status_code == 200
+    assert "Reset. The summary is gone" in after.text
 
 
 @pytest.mark.parametrize(
@@ -191,7 +259,9 @@ def test_a_put_from_another_site_is_refused(langflow):
     row = f"{API}/{flow_id}/sessions/{session_id}"
     with multi_user_mode():
         refused = langflow.http.put(
-            row, json={"summary": "Key facts:\n- HACKED"}, headers={"Authorization": "", "Sec-Fetch-Site": "cross-site"}
+            row,
+            json={"summary": "Key facts:\n- HACKED", "version": 1},
+            headers={"Authorization": "", "Sec-Fetch-Site": "cross-site"},
         )
     assert refused.status_code == 403
     assert langflow.http.get(row).json()["summary"] == SEEDED_SUMMARY
@@ -232,7 +302,7 @@ def test_another_user_gets_404_for_every_route(langflow):
         ("GET", f"{API}/{flow_id}/sessions", None),
         ("GET", path, None),
         ("GET", f"{path}/summary", None),
-        ("PUT", path, {"summary": "Key facts:\n- mine now\nConversation so far:\n- nothing"}),
+        ("PUT", path, {"summary": "Key facts:\n- mine now\nConversation so far:\n- nothing", "version": 1}),
         ("DELETE", path, None),
     ]
     for method, url, body in requests:
@@ -247,8 +317,8 @@ def test_an_empty_or_over_long_summary_is_refused_with_a_clear_422(langflow):
     session_id = new_session()
     flow_id, _ = langflow.seeded_folded_session(session_id)
     path = f"{API}/{flow_id}/sessions/{session_id}"
-    empty = langflow.http.put(path, json={"summary": "   "})
-    long = langflow.http.put(path, json={"summary": "word " * 301})
+    empty = langflow.http.put(path, json={"summary": "   ", "version": 1})
+    long = langflow.http.put(path, json={"summary": "word " * 301, "version": 1})
     assert (empty.status_code, long.status_code) == (422, 422)
     assert "empty summary" in empty.text
     assert "301 words, over the 300-word cap" in long.text
@@ -261,7 +331,7 @@ def test_an_edited_summary_is_what_the_next_turn_sends(langflow, fake_model):
     path = f"{API}/{flow_id}/sessions/{session_id}"
     corrected = "Key facts:\n- The customer is GLOBEX-7, not ACME.\nConversation so far:\n- codes were noted"
 
-    edited = langflow.http.put(path, json={"summary": corrected})
+    edited = langflow.http.put(path, json={"summary": corrected, "version": 1})
     assert edited.status_code == 200, edited.text
     assert (edited.json()["summary"], edited.json()["version"]) == (corrected, 2)
 
@@ -378,7 +448,7 @@ def test_a_summary_that_cannot_be_stored_or_sent_is_refused_with_a_clear_422(lan
     flow_id, _ = langflow.seeded_folded_session(session_id)
     path = f"{API}/{flow_id}/sessions/{session_id}"
 
-    refused = langflow.http.put(path, json={"summary": summary})
+    refused = langflow.http.put(path, json={"summary": summary, "version": 1})
 
     assert refused.status_code == 422, refused.text[:500]
     assert says in refused.json()["detail"]
@@ -390,7 +460,7 @@ def test_a_summary_that_cannot_be_stored_or_sent_is_refused_with_a_clear_422(lan
 def test_a_session_id_holding_a_nul_is_not_found_on_either_database(langflow):
     flow_id, _ = langflow.seeded_folded_session(new_session())
     for method in ("GET", "PUT", "DELETE"):
-        body = {"summary": "Key facts:\n- a\nConversation so far:\n- b"} if method == "PUT" else None
+        body = {"summary": "Key facts:\n- a\nConversation so far:\n- b", "version": 1} if method == "PUT" else None
         response = langflow.http.request(method, f"{API}/{flow_id}/sessions/a%00b", json=body)
         assert (response.status_code, response.json()["detail"]) == (404, "No session memory here"), method
 
@@ -400,7 +470,7 @@ def test_with_the_table_missing_every_route_answers_503_saying_how_to_restore_it
     session_id = new_session()
     flow_id, _ = langflow.seeded_folded_session(session_id)
     path = f"{API}/{flow_id}/sessions/{session_id}"
-    edit = {"summary": f"Key facts:\n- {MARKER}\nConversation so far:\n- x"}
+    edit = {"summary": f"Key facts:\n- {MARKER}\nConversation so far:\n- x", "version": 1}
     with langflow.engine.begin() as connection:
         connection.execute(text("DROP TABLE session_memory_state"))
     try:
@@ -456,7 +526,9 @@ def test_a_database_error_answers_503_with_a_short_reason_and_no_text_in_the_ans
     log_start = len(langflow.log_lines())
 
     with edits_refused_by_the_database(langflow):
-        refused = langflow.http.put(path, json={"summary": f"Key facts:\n- {MARKER}\nConversation so far:\n- x"})
+        refused = langflow.http.put(
+            path, json={"summary": f"Key facts:\n- {MARKER}\nConversation so far:\n- x", "version": 1}
+        )
 
     assert refused.status_code == 503, refused.text[:500]
     assert refused.json()["detail"].startswith("session memory database error: ")
@@ -488,7 +560,7 @@ def test_another_users_rows_in_my_flow_are_not_mine_to_list_read_edit_or_reset(l
     assert [item["session_id"] for item in langflow.http.get(f"{API}/{flow_id}/sessions").json()] == [session_id]
     assert langflow.http.get(mine).json()["summary"] == SEEDED_SUMMARY
     assert [langflow.http.request(method, theirs).status_code for method in ("GET", "DELETE")] == [404, 404]
-    edit = {"summary": "Key facts:\n- mine\nConversation so far:\n- mine"}
+    edit = {"summary": "Key facts:\n- mine\nConversation so far:\n- mine", "version": 1}
     assert langflow.http.put(theirs, json=edit).status_code == 404
     assert langflow.http.put(mine, json=edit).status_code == 200
     assert langflow.http.delete(mine).status_code == 204

@@ -1,15 +1,18 @@
 """The "Session memory" step: what may be stored and handed on (counts, state) and what only the live view shows."""
 
 from datetime import timedelta
+from html import unescape
 
+import pytest
 from lfx.schema.content_types import ContentBlock, TextContent, ToolContent
 from lfx.schema.legacy_render import render_v1_content_blocks
 from lfx.schema.message import Message
+from markdown_it import MarkdownIt
 
 from langflow_session_memory.services.session_memory.agent.hooks import stored_message
 from langflow_session_memory.services.session_memory.agent.playground import (
     STEP_NAME,
-    as_markdown,
+    as_text,
     kept_out,
     memory_step,
     step_facts,
@@ -137,10 +140,29 @@ def test_a_turn_s_fitted_calls_get_a_step_of_their_own_when_the_session_has_no_s
     assert with_turn_facts(plain, {}) is plain
 
 
-def test_a_section_header_after_a_bullet_starts_its_own_paragraph_in_the_playground():
-    shown = as_markdown(SUMMARY)
-    assert shown == "Key facts:\n- PRJ-123 on the EU cluster\n\nConversation so far:\n- the project was named"
-    assert as_markdown(shown) == shown
+def rendered(markdown: str) -> str:
+    """``markdown`` as HTML, by a CommonMark renderer (the Playground's is react-markdown)."""
+    return MarkdownIt("commonmark").render(markdown)
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        SUMMARY,
+        "Key facts:\n- ![pixel](https://tracker.example/p.png?u=1)\n- [click](https://evil.example) <img src=x>",
+        "Key facts:\n- ```\n- ![closed the fence](https://tracker.example/p.png)\n```` \nConversation so far:\n- x",
+    ],
+    ids=["plain", "image-and-link", "fences-inside"],
+)
+def test_the_step_shows_the_summary_as_its_text_with_no_image_fetched_or_link_live(summary):
+    html = rendered(as_text(summary))
+    assert "<img" not in html
+    assert "<a " not in html
+    assert html.startswith('<pre><code class="language-text">')
+    assert html.count("<pre>") == 1
+    assert unescape(html.removeprefix('<pre><code class="language-text">').removesuffix("</code></pre>\n")) == (
+        f"{summary}\n"
+    )
 
 
 async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_before_any_summary(

@@ -15,6 +15,7 @@ The step's output is an object (:func:`step_output`): its text, which the Playgr
 "Arguments", keys and JSON values first: counts put there read as an API dump above the text.
 """
 
+import re
 from collections.abc import Iterator
 from urllib.parse import quote, urlencode
 
@@ -141,7 +142,7 @@ def memory_step(history) -> ToolContent | None:
     if state.paused_until:
         facts["summaries_paused_until"] = state.paused_until.isoformat()
         facts["pause_reason"] = state.last_error
-    shown = [*described(facts), *([as_markdown(history.summary)] if history.summary else [])]
+    shown = [*described(facts), *([as_text(history.summary)] if history.summary else [])]
     return ToolContent(name=STEP_NAME, output=step_output("\n\n".join(shown), facts), header=STEP_HEADER)
 
 
@@ -174,22 +175,16 @@ def with_turn_facts(message: Message, facts: dict) -> Message:
     return message.model_copy(update={"content_blocks": [step, *message.content_blocks]})
 
 
-def as_markdown(summary: str) -> str:
-    """The summary as the Playground renders it: a blank line closes a list before a section header.
+def as_text(summary: str) -> str:
+    """The summary in a fenced code block, which the Playground shows as the text it is, line by line.
 
-    Without it Markdown reads "Conversation so far:" as the continuation of the last
-    "Key facts" bullet and draws both on one line.
+    The notes come from a model's output (and a person's edit): rendered as Markdown, an image
+    in them would be fetched by the browser (a tracking pixel) and a link would be live. The
+    fence is longer than any run of backticks in the summary, so nothing in it closes the block.
     """
-    lines: list[str] = []
-    for line in summary.splitlines():
-        if lines and _is_bullet(lines[-1]) and line.strip() and not _is_bullet(line):
-            lines.append("")
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def _is_bullet(line: str) -> bool:
-    return line.lstrip().startswith(("- ", "* ", "• "))
+    longest = max((len(run) for run in re.findall(r"`+", summary)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{summary}\n{fence}"
 
 
 def _field(block, name: str):

@@ -264,12 +264,14 @@ async def find(
     return [SessionMemoryState.model_validate(dict(row._mapping)) for row in await session.execute(statement)]
 
 
-async def replace_summary(session: AsyncSession, key: SessionKey, summary: str) -> bool:
-    """A person's correction of the summary: new version (a fold in flight then cannot overwrite it), no pause."""
+async def replace_summary(session: AsyncSession, key: SessionKey, summary: str, *, version: int) -> bool:
+    """A person's correction of the summary, made on the row as they read it at ``version``: False, and nothing
+    changed, when a fold or another edit moved it since (their save would erase what that one wrote). New version (a
+    fold in flight then cannot overwrite it), no pause."""
     table = SessionMemoryState.__table__
     statement = (
         update(table)
-        .where(key_filter(key))
+        .where(key_filter(key), table.c.version == version)
         .values(summary=summary, version=table.c.version + 1, paused_until=None, last_error=None, updated_at=utc_now())
     )
     return (await session.execute(statement)).rowcount == 1
