@@ -64,10 +64,11 @@ PORT ?= 7860
 # Langflow's own settings folder (its secret key among them), beside the database.
 CONFIG_DIR ?= $(CURDIR)/.langflow/config
 # DO_NOT_TRACK: Langflow's usage telemetry off (offline, each event logs a ConnectError at ERROR);
-# `make run DO_NOT_TRACK=false` sends it.
+# `make run DO_NOT_TRACK=false` sends it. LANGFLOW_AUTO_LOGIN: logged in as the local superuser unless exported false
+# (the launcher's defaults, langflow_session_memory/launcher.py, which `python -m langflow_session_memory run` has too).
 DO_NOT_TRACK ?= true
-LANGFLOW_ENV := LANGFLOW_AUTO_LOGIN=true LANGFLOW_CONFIG_DIR=$(CONFIG_DIR) \
-	LITELLM_LOCAL_MODEL_COST_MAP=True DO_NOT_TRACK=$(DO_NOT_TRACK)
+export LANGFLOW_AUTO_LOGIN ?= true
+LANGFLOW_ENV := LANGFLOW_CONFIG_DIR=$(CONFIG_DIR) LITELLM_LOCAL_MODEL_COST_MAP=True DO_NOT_TRACK=$(DO_NOT_TRACK)
 # The bundled deterministic model server (OpenAI and Anthropic APIs): `make run` starts it when no model key is set.
 MODEL_HOST ?= 127.0.0.2
 MODEL_PORT ?= 8765

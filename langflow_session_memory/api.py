@@ -159,6 +159,7 @@ async def list_sessions(
     ]
 
 
+@router.get("/{flow_id}/session", response_model=SessionMemory)
 @router.get("/{flow_id}/sessions/{session_id}", response_model=SessionMemory)
 async def get_session(
     response: Response,
@@ -189,8 +190,10 @@ def _version_read(edit: SummaryEdit, if_match: str | None) -> int:
     return int(tag)
 
 
+@router.get("/{flow_id}/summary", response_class=HTMLResponse)
 @router.get("/{flow_id}/sessions/{session_id}/summary", response_class=HTMLResponse)
 async def read_summary(
+    request: Request,
     flow_id: UUID,
     session_id: str,
     user: CurrentActiveUser,
@@ -205,10 +208,12 @@ async def read_summary(
     except HTTPException:
         if done != summary_page.RESET:
             raise
-        return HTMLResponse(summary_page.reset_page(str(flow_id), session_id), headers=summary_page.HEADERS)
-    return _page(row, notice=done)
+        page = summary_page.reset_page(str(flow_id), session_id, to_root=_to_root(request))
+        return HTMLResponse(page, headers=summary_page.HEADERS)
+    return _page(request, row, notice=done)
 
 
+@router.post("/{flow_id}/summary", include_in_schema=False)
 @router.post("/{flow_id}/sessions/{session_id}/summary", include_in_schema=False)
 async def change_summary_from_the_page(
     request: Request,
@@ -233,14 +238,14 @@ async def change_summary_from_the_page(
         return _back_to_the_page(request, summary_page.RESET)
     typed, version = form.get("summary", ""), form.get("version", "")
     if not isinstance(typed, str) or not isinstance(version, str) or not version.isdigit():
-        return _page(row, error=summary_page.NOT_TEXT, status_code=422)
+        return _page(request, row, error=summary_page.NOT_TEXT, status_code=422)
     draft = typed.replace("\r\n", "\n")  # a form sends a text box's lines as CRLF
     try:
         summary = validation.validate_edited_summary(draft)
     except validation.SummaryRejectedError as error:
-        return _page(row, error=str(error), draft=draft, status_code=422)
+        return _page(request, row, error=str(error), draft=draft, status_code=422)
     if not await _save(session, row, summary, int(version)):
-        return _page(row, error=summary_page.CHANGED_MEANWHILE, draft=draft, conflict=True, status_code=409)
+        return _page(request, row, error=summary_page.CHANGED_MEANWHILE, draft=draft, conflict=True, status_code=409)
     return _back_to_the_page(request, summary_page.SAVED)
 
 
@@ -268,7 +273,12 @@ def _require_same_origin(request: Request) -> None:
         )
 
 
-def _page(row: SessionMemoryState, *, status_code: int = 200, **shown) -> HTMLResponse:
+def _to_root(request: Request) -> str:
+    """From the page's address to Langflow's root, by the route that served it (either address of the page)."""
+    return summary_page.to_root(request.scope["route"].path)
+
+
+def _page(request: Request, row: SessionMemoryState, *, status_code: int = 200, **shown) -> HTMLResponse:
     state = summary_page.PageState(
         flow_id=str(row.flow_id),
         session_id=row.session_id,
@@ -283,7 +293,9 @@ def _page(row: SessionMemoryState, *, status_code: int = 200, **shown) -> HTMLRe
         version=row.version,
     )
     return HTMLResponse(
-        summary_page.summary_page(state, **shown), status_code=status_code, headers=summary_page.HEADERS
+        summary_page.summary_page(state, to_root=_to_root(request), **shown),
+        status_code=status_code,
+        headers=summary_page.HEADERS,
     )
 
 
@@ -303,6 +315,7 @@ async def read_summary_at_its_old_address(request: Request) -> RedirectResponse:
     return RedirectResponse(f"summary?{query}" if query else "summary", status_code=308)
 
 
+@router.put("/{flow_id}/session", response_model=SessionMemory)
 @router.put("/{flow_id}/sessions/{session_id}", response_model=SessionMemory)
 async def edit_session(
     request: Request,
@@ -334,6 +347,7 @@ async def edit_session(
     return _memory(saved)
 
 
+@router.delete("/{flow_id}/session", status_code=204)
 @router.delete("/{flow_id}/sessions/{session_id}", status_code=204)
 async def reset_session(
     request: Request,

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from importlib.util import find_spec
 from typing import NamedTuple
 
 import httpx
@@ -37,6 +38,10 @@ from langflow_session_memory.flow_model import (
 from langflow_session_memory.starter_flow_link import NoStarterFlow, starter_flow_url
 
 MODEL_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+# What Langflow starts with unless the environment says otherwise, for `make run` and `python -m langflow_session_memory
+# run` alike: logged in as the local superuser, LiteLLM's bundled cost map (offline), no usage telemetry (offline, each
+# event logs a ConnectError at ERROR).
+LANGFLOW_DEFAULTS = {"LANGFLOW_AUTO_LOGIN": "true", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DO_NOT_TRACK": "true"}
 # After each of the bundled server's answers: it is no model, and a person trying it should know (no upper-case word or
 # ID in it, which the server would take for a fact).
 ANSWER_NOTE = (
@@ -70,17 +75,53 @@ def with_listed(environ: Mapping[str, str], variable: str, value: str) -> dict[s
 def server_environment(environ: Mapping[str, str], server: LocalServer, url: str) -> dict[str, str]:
     """What Langflow needs to run a flow on the server at ``url`` from the editor as from the API.
 
-    The provider's variable; that variable among those Langflow copies from the environment into each
-    user's variables at start, because its editor offers only the providers a user has variables for,
-    and puts another model in place of one it does not offer; and the host in
-    ``LANGFLOW_SSRF_ALLOWED_HOSTS``, because Langflow refuses a model server on a loopback or private
-    address it does not name, and the operator named this one.
+    The provider's variable, and that variable among those Langflow copies from the environment into
+    each user's variables at start, because its editor offers only the providers a user has variables
+    for, and puts another model in place of one it does not offer. Langflow's SSRF allow-list is the
+    operator's to widen (:func:`require_reachable`).
     """
     return {
         server.url_variable: url,
         **with_listed(environ, "LANGFLOW_VARIABLES_TO_GET_FROM_ENVIRONMENT", server.url_variable),
-        **with_listed(environ, "LANGFLOW_SSRF_ALLOWED_HOSTS", url_host(url)),
     }
+
+
+def require_reachable(url: str, model: str, environ: Mapping[str, str]) -> None:
+    """Refuse to start a flow on a model server Langflow's SSRF protection blocks, saying how to allow it.
+
+    Langflow refuses a model server on a loopback or private address unless ``LANGFLOW_SSRF_ALLOWED_HOSTS``
+    names its host, and its allow-list is by host: naming ``localhost`` opens every port on it to every
+    flow's URL and API Request tools, so the launcher never adds it for the operator.
+    """
+    from lfx.utils.ssrf_protection import is_host_allowed
+
+    if environ.get("LANGFLOW_SSRF_PROTECTION_ENABLED", "true").strip().lower() in ("false", "0", "no", "off"):
+        return
+    host = url_host(url)
+    allowed = [item.strip() for item in environ.get("LANGFLOW_SSRF_ALLOWED_HOSTS", "").split(",") if item.strip()]
+    if not _blocked(host) or is_host_allowed(host, _address(host), allowed):
+        return
+    raise CannotStart(
+        f"Langflow's SSRF protection refuses the model server at {url} unless LANGFLOW_SSRF_ALLOWED_HOSTS names"
+        f" {host}, and naming it lets every flow's URL and API Request tools reach every port of {host} too (Langflow's"
+        f" own API, the model server's management API, any other local service). To allow it:"
+        f" LANGFLOW_SSRF_ALLOWED_HOSTS={host} make run MODEL={model}"
+    )
+
+
+def _address(host: str) -> str | None:
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return None
+
+
+def _blocked(host: str) -> bool:
+    """Whether Langflow's SSRF protection blocks ``host``: it resolves to a loopback, private or link-local address."""
+    from lfx.utils.ssrf_protection import is_ip_blocked
+
+    address = _address(host)
+    return address is None or is_ip_blocked(address)
 
 
 class LocalModel(NamedTuple):
@@ -95,7 +136,26 @@ def local_model(model: str, environ: Mapping[str, str]) -> LocalModel:
     """Ask the server ``--model`` names what it serves, and choose (``flow_model.find_model``)."""
     server, name = parse_model(model)
     chosen, url = find_model(server, name, dict(environ))
+    require_reachable(url, model, environ)
     return LocalModel(chosen, url, server_environment(environ, server, url))
+
+
+def langflow_environment(environ: Mapping[str, str], model_server: Mapping[str, str]) -> dict[str, str]:
+    """Langflow's environment: :data:`LANGFLOW_DEFAULTS` where the caller's says nothing, then the model server's."""
+    return LANGFLOW_DEFAULTS | dict(environ) | dict(model_server)
+
+
+def require_database_driver(environ: Mapping[str, str], installed=lambda name: find_spec(name) is not None) -> None:
+    """Refuse to start on a PostgreSQL URL whose driver is missing, saying which URL works: Langflow opens a plain
+    ``postgresql://`` URL with psycopg2 at start (its version check), which only its ``postgresql`` extra installs."""
+    url = environ.get("LANGFLOW_DATABASE_URL", "")
+    if url.partition("://")[0] in ("postgresql", "postgres") and not installed("psycopg2"):
+        rest = url.partition("://")[2].rpartition("@")[2]
+        raise CannotStart(
+            "LANGFLOW_DATABASE_URL names PostgreSQL without a driver, and Langflow then uses psycopg2, which is not"
+            " installed: install it (pip install 'langflow-session-memory[postgresql]'), or name psycopg 3, which is:"
+            f" postgresql+psycopg://USER:PASSWORD@{rest}"
+        )
 
 
 def reachable_host(host: str) -> str:
@@ -104,8 +164,13 @@ def reachable_host(host: str) -> str:
 
 
 def require_free(host: str, port: int, setting: str) -> None:
-    """Refuse to start on an address in use (Langflow would move to another port and the printed address be wrong)."""
+    """Refuse to start on an address in use (Langflow would move to another port and the printed address be wrong).
+
+    Probed as uvicorn binds (``SO_REUSEADDR``): a port whose only sockets are closed connections in TIME-WAIT (for a
+    minute after Ctrl-C) is free to it, and only a listener makes the port in use.
+    """
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as error:
@@ -169,10 +234,11 @@ def run(host: str, port: int, model_host: str, model_port: int, model: str | Non
     local = local_model(model, os.environ) if model else None
     chosen = local.model if local else None
     bundled = local is None and uses_bundled_model(os.environ)
+    require_database_driver(os.environ)
     require_free(host, port, "PORT")
     if bundled:
         require_free(model_host, model_port, "MODEL_PORT")
-    environment = dict(os.environ) | (local.environment if local else {})
+    environment = langflow_environment(os.environ, local.environment if local else {})
     model_server = langflow = None
     try:
         if local is not None:

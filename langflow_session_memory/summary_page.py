@@ -42,8 +42,6 @@ padding:.5rem}.notice{background:#ecfdf5;border:1px solid #10b981;padding:.5rem 
 .error{background:#fef2f2;border:1px solid #ef4444;padding:.5rem 1rem}button{font:inherit;margin:.5rem .5rem 0 0;
 padding:.4rem 1rem}p.hint{color:#52525b;font-size:.9rem}h2{font-size:1.1rem}pre.now{white-space:pre-wrap;
 background:#f4f4f5;padding:.5rem;font:14px/1.5 ui-monospace,monospace}"""
-# From /api/v1/session_memory/<flow>/sessions/<session>/summary to Langflow's root (a session id is one segment).
-_TO_ROOT = "../" * 6
 BACK_TO_THE_FLOW = "Back to the flow"
 
 
@@ -71,6 +69,7 @@ def summary_page(
     error: str | None = None,
     draft: str | None = None,
     conflict: bool = False,
+    to_root: str,
 ):
     """The page as HTML: the session's facts, the summary in a form to save or reset (on the version shown), a notice
     or an error.
@@ -105,7 +104,7 @@ def summary_page(
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Session memory: {escape(state.session_id)}</title><style>{_STYLE}</style></head>
 <body><main>
-{_back(state.flow_id)}
+{_back(state.flow_id, to_root)}
 <h1>Session memory</h1>
 {banner}
 <dl>{rows}</dl>
@@ -122,12 +121,12 @@ the earlier messages are summarized again from the start. The chat's own message
 """
 
 
-def reset_page(flow_id: str, session_id: str) -> str:
+def reset_page(flow_id: str, session_id: str, *, to_root: str) -> str:
     """What the page says once its summary is reset: the row is gone until a turn folds the session again."""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Session memory: {escape(session_id)}</title>
 <style>{_STYLE}</style></head>
-<body><main>{_back(flow_id)}<h1>Session memory</h1><dl><dt>Session</dt><dd>{escape(session_id)}</dd></dl>
+<body><main>{_back(flow_id, to_root)}<h1>Session memory</h1><dl><dt>Session</dt><dd>{escape(session_id)}</dd></dl>
 <p class="notice" role="status">{escape(RESET_DONE)}</p></main></body></html>
 """
 
@@ -149,8 +148,15 @@ def same_origin(headers, url) -> bool:
     return urlsplit(origin).netloc == headers.get("host", url.netloc)  # the scheme a proxy ended is not compared
 
 
-def _back(flow_id: str) -> str:
-    return f'<p><a href="{_TO_ROOT}flow/{quote(flow_id, safe="")}">{BACK_TO_THE_FLOW}</a></p>'
+def to_root(route: str) -> str:
+    """The relative way from a page served at ``route`` (``/api/v1/session_memory/{flow_id}/summary``) to Langflow's
+    root, one ``../`` per directory: it holds behind a proxy's path prefix, which the browser's address has and the
+    route has not."""
+    return "../" * (route.count("/") - 1)
+
+
+def _back(flow_id: str, to_root: str) -> str:
+    return f'<p><a href="{to_root}flow/{quote(flow_id, safe="")}">{BACK_TO_THE_FLOW}</a></p>'
 
 
 def _when(moment: datetime) -> str:

@@ -16,7 +16,7 @@ from langflow_session_memory.flow_model import (
     parse_model,
     server_url,
 )
-from langflow_session_memory.launcher import LocalModel, local_model, with_listed
+from langflow_session_memory.launcher import CannotStart, LocalModel, local_model, with_listed
 from langflow_session_memory.starter_flow import saved_flow
 from langflow_session_memory.starter_flow_link import AGENT_TYPE, copy_of, with_model
 
@@ -89,22 +89,39 @@ def test_a_model_the_agent_cannot_use_is_refused_with_what_to_do(server, wanted,
 def test_the_launcher_asks_the_running_ollama_and_lets_langflow_reach_it_from_the_editor():
     with run_in_thread(FakeModelConfig()) as server:
         root = server.base_url.removesuffix("/v1")
-        local = local_model("ollama", {"OLLAMA_BASE_URL": root, "LANGFLOW_SSRF_ALLOWED_HOSTS": "10.0.0.5"})
+        local = local_model("ollama", {"OLLAMA_BASE_URL": root, "LANGFLOW_SSRF_ALLOWED_HOSTS": "10.0.0.5,127.0.0.2"})
 
     assert local == LocalModel(
         QWEN,
         root,
-        {
-            "OLLAMA_BASE_URL": root,
-            "LANGFLOW_VARIABLES_TO_GET_FROM_ENVIRONMENT": "OLLAMA_BASE_URL",
-            "LANGFLOW_SSRF_ALLOWED_HOSTS": "10.0.0.5,127.0.0.2",
-        },
+        {"OLLAMA_BASE_URL": root, "LANGFLOW_VARIABLES_TO_GET_FROM_ENVIRONMENT": "OLLAMA_BASE_URL"},
     )
+
+
+@pytest.mark.parametrize("allowed", [None, "10.0.0.5"], ids=["unset", "another-host"])
+def test_a_model_server_langflow_blocks_is_refused_with_the_allow_list_left_to_the_operator(allowed):
+    """Langflow's SSRF allow-list is by host: naming the model server's opens all its ports to every flow's tools."""
+    environ = {"OLLAMA_BASE_URL": "", **({"LANGFLOW_SSRF_ALLOWED_HOSTS": allowed} if allowed else {})}
+    with run_in_thread(FakeModelConfig()) as server:
+        environ["OLLAMA_BASE_URL"] = server.base_url.removesuffix("/v1")
+        with pytest.raises(CannotStart) as refused:
+            local_model("ollama", environ)
+
+    assert "reach every port of 127.0.0.2" in str(refused.value)
+    assert str(refused.value).endswith("To allow it: LANGFLOW_SSRF_ALLOWED_HOSTS=127.0.0.2 make run MODEL=ollama")
+
+
+def test_with_ssrf_protection_off_the_model_server_is_not_refused():
+    with run_in_thread(FakeModelConfig()) as server:
+        root = server.base_url.removesuffix("/v1")
+        local = local_model("ollama", {"OLLAMA_BASE_URL": root, "LANGFLOW_SSRF_PROTECTION_ENABLED": "false"})
+    assert "LANGFLOW_SSRF_ALLOWED_HOSTS" not in local.environment
 
 
 def test_the_launcher_asks_an_openai_compatible_server_for_its_models():
     with run_in_thread(FakeModelConfig()) as server:
-        local = local_model("openai-compatible", {"OPENAI_COMPATIBLE_BASE_URL": server.base_url})
+        environ = {"OPENAI_COMPATIBLE_BASE_URL": server.base_url, "LANGFLOW_SSRF_ALLOWED_HOSTS": "127.0.0.2"}
+        local = local_model("openai-compatible", environ)
 
     assert local.model == FlowModel("OpenAI Compatible", MODELS[0])
     assert local.environment["OPENAI_COMPATIBLE_BASE_URL"] == server.base_url

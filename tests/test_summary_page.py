@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from starlette.datastructures import URL, Headers
 
-from langflow_session_memory.summary_page import PageState, reset_page, same_origin, summary_page
+from langflow_session_memory.summary_page import PageState, reset_page, same_origin, summary_page, to_root
 
 WHEN = datetime(2026, 12, 5, 14, 0, tzinfo=UTC)
 URL_HERE = URL("http://langflow.example:7860/api/v1/session_memory/f/sessions/s/summary")
@@ -33,26 +33,43 @@ def state(summary: str = "Key facts:\n- x", **changes) -> PageState:
 
 @given(st.text())
 def test_nothing_in_a_summary_or_a_session_id_becomes_markup(text):
-    shown = summary_page(state(summary=text, session_id=text, last_error=text, paused_until=WHEN), error=text)
-    plain = summary_page(state(summary="", session_id="", last_error="", paused_until=WHEN), error=text and "x")
+    shown = summary_page(
+        state(summary=text, session_id=text, last_error=text, paused_until=WHEN), error=text, to_root=""
+    )
+    plain = summary_page(
+        state(summary="", session_id="", last_error="", paused_until=WHEN), error=text and "x", to_root=""
+    )
     assert shown.count("<") == plain.count("<")
 
 
 def test_the_page_shows_the_counts_dates_a_pause_and_keeps_a_refused_draft():
-    page = summary_page(state(paused_until=WHEN, last_error="timeout"), error="over 300 words", draft="my draft")
+    page = summary_page(
+        state(paused_until=WHEN, last_error="timeout"), error="over 300 words", draft="my draft", to_root=""
+    )
     assert "<dd>1,200</dd>" in page
     assert "<dd>2026-12-05 14:00 UTC (timeout)</dd>" in page
     assert ">my draft</textarea>" in page
     assert "Not saved: over 300 words" in page
 
 
-def test_each_page_links_back_to_its_flow_from_where_it_is_served():
-    back = '<a href="../../../../../../flow/0b4c6f8e">Back to the flow</a>'
-    assert back in summary_page(state(flow_id="0b4c6f8e"))
-    assert back in reset_page("0b4c6f8e", "s")
+@pytest.mark.parametrize(
+    ("route", "address"),
+    [
+        ("/api/v1/session_memory/{flow_id}/summary", "/api/v1/session_memory/0b4c6f8e/summary?session_id=a%2Fb"),
+        (
+            "/api/v1/session_memory/{flow_id}/sessions/{session_id}/summary",
+            "/api/v1/session_memory/0b4c6f8e/sessions/s/summary",
+        ),
+    ],
+    ids=["session-in-the-query", "session-in-the-path"],
+)
+def test_each_page_links_back_to_its_flow_from_where_it_is_served(route, address):
+    back = f'<a href="{to_root(route)}flow/0b4c6f8e">Back to the flow</a>'
+    assert back in summary_page(state(flow_id="0b4c6f8e"), to_root=to_root(route))
+    assert back in reset_page("0b4c6f8e", "s", to_root=to_root(route))
     # resolved against the page's own address, the link reaches Langflow's editor, under any path prefix
-    page = URL("http://h/langflow/api/v1/session_memory/0b4c6f8e/sessions/a%2Fb/summary")
-    assert str(httpx.URL(str(page)).join("../../../../../../flow/0b4c6f8e")) == "http://h/langflow/flow/0b4c6f8e"
+    page = httpx.URL(f"http://h/langflow{address}")
+    assert str(page.join(f"{to_root(route)}flow/0b4c6f8e")) == "http://h/langflow/flow/0b4c6f8e"
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 One app per backend for the whole test session (``SharedApps``): each start costs 5-25 s, over a
 minute on a loaded machine, and tests make their own flows and sessions. Every app test also watches
-Langflow's log: a ``session_memory_*`` failure event written during a test fails it,
+Langflow's log: an event the catalogue writes at ERROR or WARNING during a test fails it,
 unless the test declares it with ``@pytest.mark.expect_log("event", ...)``.
 """
 

@@ -96,6 +96,7 @@ def test_switch_off_sends_claude_exactly_the_stock_agents_requests_without_a_bre
     assert all(breakpoints_marked(wire) == [] for wire in sent[memory_flow])
 
 
+@pytest.mark.expect_log("session_context_overflow")
 def test_a_claude_turn_refused_as_too_long_is_retried_with_its_new_summary_marked(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=100, model=CLAUDE)
     session_id = f"claude-overflow-{uuid.uuid4()}"

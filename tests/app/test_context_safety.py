@@ -2,6 +2,8 @@
 
 import uuid
 
+import pytest
+
 from langflow_session_memory.services.session_memory.agent.hooks import CONTEXT_TOO_LONG
 
 CONTEXT_LIMIT = 3000
@@ -31,6 +33,7 @@ def test_pasted_log_keeps_answering_where_the_stock_agent_fails(langflow, fake_m
     assert len(PASTED_LOG) >= 5000
 
 
+@pytest.mark.expect_log("session_context_overflow")
 def test_a_message_too_long_for_any_compaction_gets_one_clear_answer_and_no_retry_loop(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=100)
     on = {agent_id: {"summarize_older_messages": True, "context_window_tokens": CONTEXT_LIMIT}}

@@ -108,6 +108,7 @@ def result_of(requests) -> str:
 
 
 @pytest.mark.parametrize("declared", [False, True], ids=["refused-then-retried", "window-declared"])
+@pytest.mark.expect_log("session_context_overflow")
 def test_at_a_16k_window_the_stock_agent_fails_and_ours_keeps_the_result_s_content(
     langflow, fake_model, tool_case, declared
 ):

@@ -7,6 +7,8 @@ messages; the switch must not add the pastes waiting beyond its window on top of
 
 import uuid
 
+import pytest
+
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG
 from tests.app.test_real_server_behaviour import behaving
 from tests.app.test_tool_results import answer_of, answer_step_facts
@@ -64,6 +66,7 @@ FACT = "Our project is PRJ-123 on the EU cluster."
 QUESTION = "Which cluster and project were we on?"
 
 
+@pytest.mark.expect_log("session_context_overflow")
 def test_a_paste_larger_than_the_whole_window_fails_once_and_the_next_turn_answers(langflow, fake_model):
     assert len(BIG_PASTE) >= 600_000  # about 190,000 tokens: more than gpt-4o-mini's whole 128,000
     stock_flow, _ = langflow.create_agent_flow(session_memory=False, n_messages=N_MESSAGES)

@@ -29,6 +29,7 @@ from langflow_session_memory.summary_page import BACK_TO_THE_FLOW
 from tests.app.langflow_app import serving_langflow, shared_log_file
 from tests.app.langflow_client import BATCH, LangflowClient, turns_to_fold
 from tests.app.test_session_memory_agent import FACT, QUESTION, switch_on_in_flow, talk
+from tests.app.test_tool_results import answer_step_facts
 from tests.browser import SCREENSHOTS
 from tests.test_cli import ROOT, run_make
 
@@ -266,7 +267,7 @@ def test_the_readme_quick_start(make_run, page):
         page.screenshot(path=SCREENSHOTS / "quick-start-2-session-memory-step.png")
 
         link = step.get_by_role("link", name="read it")  # "the step's read it link opens it in the browser"
-        expect(link).to_have_attribute("href", f"/api/v1/session_memory/{flow_id}/sessions/{flow_id}/summary")
+        expect(link).to_have_attribute("href", f"/api/v1/session_memory/{flow_id}/summary?session_id={flow_id}")
         link.click()
         expect(page.locator("body")).to_contain_text("Key facts:")
         expect(page.locator("body")).to_contain_text("PRJ-123 on the EU cluster")
@@ -300,7 +301,10 @@ def test_make_run_on_a_running_ollama_keeps_its_model_in_the_editor_and_the_play
     """``make run MODEL=ollama``: the bundled server's Ollama routes stand in for Ollama. Langflow's editor replaces
     a model of a provider the user has no variables for: the copy's Agent must still show Ollama's model when opened,
     and the Playground's turn go to ``/api/chat``."""
-    ollama = {"OLLAMA_BASE_URL": fake_model.base_url.removesuffix("/v1")}
+    ollama = {
+        "OLLAMA_BASE_URL": fake_model.base_url.removesuffix("/v1"),
+        "LANGFLOW_SSRF_ALLOWED_HOSTS": "127.0.0.2",  # the operator's choice: make run never widens it
+    }
     with started_make_run(tmp_path, "MODEL=ollama", environment=ollama) as running:
         address, _ = running.starter_flow()
         assert "its Agent on Ollama qwen2.5:1.5b" in running.printed()
@@ -344,3 +348,25 @@ def test_the_playground_shows_the_planted_fact_in_the_session_memory_step(langfl
         expect(stored).to_contain_text(SUMMARY_KEPT_OUT)
         expect(stored).not_to_contain_text("PRJ-123")
         page.screenshot(path=SCREENSHOTS / "session-memory-step-stored.png")
+
+
+@pytest.mark.parametrize("session_id", [".", "..", "a/b"], ids=["dot", "dot-dot", "slash"])
+def test_the_steps_link_opens_a_session_whose_id_a_path_cannot_carry(langflow_ui, page, session_id):
+    """The browser resolves "." and ".." in a path away (the page of "." opened the flow's other sessions' address),
+    and the router splits at "/": the link names the session in its query, which the browser leaves as it is."""
+    address, langflow = langflow_ui
+    flow_id, agent_id = langflow.seeded_folded_session(session_id)
+    answer = langflow.run(
+        flow_id, "What was the code?", session_id=session_id, tweaks={agent_id: {"summarize_older_messages": True}}
+    )
+    link = answer_step_facts(answer)["summary_page"]
+
+    with whole_page_saved_on_failure(page, f"odd-session-{session_id.replace('/', '-')}"):
+        page.goto(f"{address}/flow/{flow_id}")  # logged in as Langflow's editor logs in
+        expect(agent_on_canvas(page)).to_be_visible()
+        page.goto(f"{address}{link}")
+        expect(page.get_by_role("heading", name="Session memory")).to_be_visible()
+        expect(page.locator("dd").first).to_have_text(session_id)
+        expect(page.get_by_role("textbox", name="Summary")).to_have_value(re.compile("CODE-0"))
+        page.get_by_role("link", name=BACK_TO_THE_FLOW).click()
+        expect(page).to_have_url(f"{address}/flow/{flow_id}")

@@ -78,6 +78,7 @@ def test_the_fold_writes_a_whole_summary_whatever_the_agent_s_max_tokens(langflo
 
 
 @pytest.mark.expect_log
+@pytest.mark.expect_log("session_summary_fold_failed", "session_summary_paused")
 def test_a_summary_that_parrots_the_prompt_is_never_stored_and_the_pause_says_why(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=2)
     on = {agent_id: {"summarize_older_messages": True}}
@@ -119,6 +120,7 @@ LLAMA = {"profile": "llama-cpp-python", "context_limit_tokens": 2048}
 LONG = "Here is the build log:\n" + "2026-11-30 08:00:00 ERROR worker-7 connection reset by peer (retrying)\n" * 20
 
 
+@pytest.mark.expect_log("session_context_overflow")
 def test_an_empty_stream_from_llama_cpp_python_is_recognised_and_compacted(langflow, fake_model):
     stock_flow, _ = langflow.create_agent_flow(session_memory=False, n_messages=8)
     memory_flow, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=8)
@@ -155,6 +157,7 @@ def test_with_the_context_window_declared_long_messages_fold_early_instead_of_ov
     assert stock  # the stock Agent's statuses at the same N are in the report, not asserted: it may fit
 
 
+@pytest.mark.expect_log("session_summary_fold_failed", "session_summary_paused")
 def test_a_paused_backlog_opens_with_a_user_message_for_strict_chat_templates(langflow, fake_model):
     flow_id, agent_id = langflow.create_agent_flow(session_memory=True, n_messages=4)
     on = {agent_id: {"summarize_older_messages": True}}

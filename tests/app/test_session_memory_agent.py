@@ -163,7 +163,7 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     assert final["tool_input"] == {}  # Langflow would show them as the step's "Arguments"
     assert step_facts(final)["earlier_messages_summarized"] == BATCH
     assert step_facts(final)["folded_this_turn"] == 0  # folded after the previous answer
-    summary_page = f"/api/v1/session_memory/{flow_id}/sessions/{session_id}/summary"
+    summary_page = f"/api/v1/session_memory/{flow_id}/summary?session_id={session_id}"
     assert step_facts(final)["summary_page"] == summary_page
     link = f"The summary is not stored with the answer: [read it][1] (with your Langflow login).\n\n[1]: {summary_page}"
     said, _ = step_text(final).split(link)  # what the turn did, then a link the Playground opens

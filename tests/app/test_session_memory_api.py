@@ -5,12 +5,14 @@ import json
 import uuid
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from html import escape
 
 import pytest
 from sqlalchemy import text
 
 from langflow_session_memory.api import TABLE_MISSING
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.agent.playground import summary_paths
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
 from tests.app.langflow_client import (
     FOLDED_MESSAGES,
@@ -20,6 +22,7 @@ from tests.app.langflow_client import (
     insert_state_row,
 )
 from tests.app.langflow_subjects import Builder, multi_user_mode
+from tests.app.test_tool_results import answer_step_facts
 
 SUMMARY_PREFIX = SUMMARY_FRAME.split("{summary}")[0].strip()
 API = "/api/v1/session_memory"
@@ -571,3 +574,38 @@ def test_another_users_rows_in_my_flow_are_not_mine_to_list_read_edit_or_reset(l
     assert sorted((session, MARKER in summary) for session, summary in left) == sorted(
         [(session_id, True), (theirs_only, True)]
     )
+
+
+ODD_SESSION_IDS = ["a/b", ".", "..", "%2F", "it's", "with space", "会话 ünïcode", "x" * 2000]
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    ODD_SESSION_IDS,
+    ids=["slash", "dot", "dot-dot", "percent-2F", "quote", "space", "unicode", "2000-characters"],
+)
+def test_any_session_id_langflow_accepts_reaches_every_route_and_the_steps_link(langflow, session_id):
+    flow_id, agent_id = langflow.seeded_folded_session(session_id)
+    answer = langflow.run(
+        flow_id, "What was the code?", session_id=session_id, tweaks={agent_id: {"summarize_older_messages": True}}
+    )
+    link = answer_step_facts(answer)["summary_page"]
+    row, page = summary_paths(flow_id, session_id, "")
+    assert link == page
+
+    read = langflow.http.get(row)
+    opened = as_the_browser(langflow, link)
+    assert (read.status_code, read.json()["session_id"]) == (200, session_id)
+    assert opened.status_code == 200
+    assert f"<dd>{escape(session_id)}</dd>" in opened.text
+    typed = "Key facts:\n- typed on the page\nConversation so far:\n- x"
+    form = {"summary": typed, "version": str(read.json()["version"]), "action": "save"}
+    saved = as_the_browser(langflow, link, method="POST", data=form, site="same-origin")  # the form posts to its page
+    assert (saved.status_code, langflow.http.get(row).json()["summary"]) == (303, typed)
+    edited = {
+        "summary": "Key facts:\n- edited by PUT\nConversation so far:\n- x",
+        "version": read.json()["version"] + 1,
+    }
+    assert langflow.http.put(row, json=edited).status_code == 200
+    assert langflow.http.delete(row).status_code == 204
+    assert langflow.http.get(row).status_code == 404

@@ -105,6 +105,7 @@ READ_LOG = "Read the build log with read_build_log and tell me why it failed."
 
 
 @pytest.mark.parametrize("declared", [False, True], ids=["refused-then-retried", "window-declared"])
+@pytest.mark.expect_log("session_context_overflow")
 def test_a_200_kb_tool_result_on_a_16k_window_is_answered_from_its_head(langflow, fake_model, declared):
     stock_requests, ours, requests = stock_fails_ours_answers(
         langflow, fake_model, READ_LOG, f"From the tools: {HEAD}", declared=declared
@@ -127,6 +128,7 @@ def test_a_200_kb_tool_result_on_a_16k_window_is_answered_from_its_head(langflow
     assert full.count("cc -c src/module_") >= 3600  # the whole result is in the Agent's stored step
 
 
+@pytest.mark.expect_log("session_context_overflow")
 def test_parallel_tool_calls_with_one_huge_result_keep_each_call_with_its_result(langflow, fake_model):
     question = "Use read_build_log and read_build_owner at once: why did it fail and whose is it?"
     _, ours, requests = stock_fails_ours_answers(
@@ -142,6 +144,7 @@ def test_parallel_tool_calls_with_one_huge_result_keep_each_call_with_its_result
     assert answer_step_facts(ours)["tool_results_clipped"] == 1
 
 
+@pytest.mark.expect_log("session_context_overflow")
 def test_a_refusal_on_the_third_model_call_is_retried_and_no_tool_runs_twice(langflow, fake_model):
     question = "First read_build_owner, then read_build_log: whose build failed and why?"
     _, _, requests = stock_fails_ours_answers(langflow, fake_model, question, f"From the tools: {OWNER_HEAD} | {HEAD}")
@@ -161,6 +164,7 @@ def test_a_llama_cpp_server_is_never_sent_a_call_it_would_answer_with_an_empty_s
     assert all(r["prompt_tokens"] < WINDOW for r in requests)  # as llama.cpp counts them
 
 
+@pytest.mark.expect_log("session_context_overflow")
 def test_claude_s_prompt_is_too_long_after_a_tool_use_is_retried_in_the_same_turn(langflow, fake_model):
     _, _, requests = stock_fails_ours_answers(langflow, fake_model, READ_LOG, f"From the tools: {HEAD}", model=CLAUDE)
 

@@ -5,12 +5,16 @@ to (``CONCEPTS``), so that "instrument" is near "cello" as in a real model; the 
 the service are the real ones. What a real model finds is measured by ``make eval-real`` (docs/eval.md).
 """
 
+import asyncio
+
 from langchain_core.embeddings import Embeddings
 from langchain_ollama import OllamaEmbeddings
+from langchain_openai import OpenAIEmbeddings
 from lfx.base.embeddings.embeddings_class import EmbeddingsWithModels
 
 from langflow_session_memory.services.session_memory.embeddings import model_key
 from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.settings import embedding_timeout_seconds
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import WINDOW
 
@@ -139,3 +143,44 @@ async def test_answers_that_are_not_vectors_leave_the_word_excerpts(service, ses
     )
     assert [excerpt.text for excerpt in history.excerpts] == [FACT]
     assert any(log["event"].startswith("session_memory_excerpts_failed where=embedding_model") for log in captured_logs)
+
+
+class SlowEmbeddings(ConceptEmbeddings):
+    """A model that answers each call after ``seconds``: each call within any per-call limit, all of them not."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        await asyncio.sleep(self.seconds)
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        await asyncio.sleep(self.seconds)
+        return self.embed_query(text)
+
+
+async def test_the_embedding_model_has_one_deadline_for_all_of_a_turns_calls(service, sessions, key, captured_logs):
+    rows = await session_with_an_old_fact(sessions, key)
+    service.embedding_timeout_seconds = 0.5  # the operator's SESSION_MEMORY_EMBEDDING_TIMEOUT_SECONDS
+    model = SlowEmbeddings(0.3)  # the pool's vectors, then the question's: 0.6 s in all
+
+    history = await service.build_history(turn_for(key, rows), ScriptedChatModel(), model)
+
+    assert history.excerpts == ()  # "instrument" shares no word with the fact: only its meaning could find it
+    [failure] = [log for log in captured_logs if log["event"].startswith("session_memory_excerpts_failed")]
+    assert failure["event"] == "session_memory_excerpts_failed where=embedding_model reason=TimeoutError"
+
+
+def test_vectors_asked_at_another_length_are_kept_apart():
+    def sized(dimensions: int) -> OpenAIEmbeddings:
+        return OpenAIEmbeddings(model="text-embedding-3-small", dimensions=dimensions, api_key="sk-local")
+
+    assert model_key(sized(256)) != model_key(sized(512))
+    assert model_key(sized(256)) == model_key(sized(256))
+
+
+def test_the_embedding_deadline_is_the_operators_setting():
+    assert embedding_timeout_seconds({}) == 5.0
+    assert embedding_timeout_seconds({"SESSION_MEMORY_EMBEDDING_TIMEOUT_SECONDS": "2.5"}) == 2.5

@@ -29,7 +29,7 @@ from tests.chat import ScriptedChatModel, chat_rows, store_rows
 SUMMARY = "Key facts:\n- PRJ-123 on the EU cluster\nConversation so far:\n- the project was named"
 
 
-SUMMARY_PAGE = "/api/v1/session_memory/f/sessions/s/summary"
+SUMMARY_PAGE = "/api/v1/session_memory/f/summary?session_id=s"
 FACTS = {"earlier_messages_summarized": 20, "summary_page": SUMMARY_PAGE}
 SUMMARY_KEPT_OUT = kept_out(FACTS)
 
@@ -48,11 +48,12 @@ def test_the_stored_step_links_to_the_summary_page_in_lines_the_playground_rende
     assert max(len(line) for line in text.splitlines()) <= 120
 
 
-def test_the_summary_paths_quote_the_session_and_name_the_agents_context():
+def test_the_summary_paths_name_the_session_and_the_agents_context_in_the_query():
     row, page = summary_paths("f", "my session/1", "ctx 2")
-    assert row == "/api/v1/session_memory/f/sessions/my%20session%2F1?context_id=ctx+2"
-    assert page == "/api/v1/session_memory/f/sessions/my%20session%2F1/summary?context_id=ctx+2"
-    assert summary_paths("f", "s", "") == ("/api/v1/session_memory/f/sessions/s", SUMMARY_PAGE)
+    assert row == "/api/v1/session_memory/f/session?session_id=my+session%2F1&context_id=ctx+2"
+    assert page == "/api/v1/session_memory/f/summary?session_id=my+session%2F1&context_id=ctx+2"
+    assert summary_paths("f", "s", "") == ("/api/v1/session_memory/f/session?session_id=s", SUMMARY_PAGE)
+    assert summary_paths("f", "..", "")[1] == "/api/v1/session_memory/f/summary?session_id=.."
 
 
 def answer(*blocks) -> Message:
@@ -193,8 +194,8 @@ def test_the_step_says_what_the_turn_did_in_short_lines_the_playground_renders_a
         "earlier_messages_summarized": 1240,
         "folded_this_turn": 20,
         "summary_words": 287,
-        "summary_page": "/api/v1/session_memory/765f1ac9-3a29-4c9d-823a-1fcc85fab86e/sessions/"
-        "765f1ac9-3a29-4c9d-823a-1fcc85fab86e/summary",
+        "summary_page": "/api/v1/session_memory/765f1ac9-3a29-4c9d-823a-1fcc85fab86e/summary?session_id="
+        "765f1ac9-3a29-4c9d-823a-1fcc85fab86e",
         "messages_waiting": 45,
         "waiting_tokens": 17000,
         "left_out_because": "messages waiting over 16000 tokens",

@@ -3,11 +3,11 @@
 A LangChain ``Embeddings`` from any of Langflow's embedding components. An older message's vector is
 kept per process (its model, its id and its text name it), so a session's pool is embedded once
 and each later turn embeds only the messages that left the window since. The cache is bounded by
-the floats it holds; a vector is a compact float array. Every call is bounded in time: a model that
-does not answer leaves the turn with its word excerpts.
+the floats it holds; a vector is a compact float array. The caller bounds a turn's calls with one
+deadline (``settings.embedding_timeout_seconds``): a model that does not answer leaves the turn with its
+word excerpts.
 """
 
-import asyncio
 import hashlib
 from array import array
 from collections import OrderedDict
@@ -20,12 +20,14 @@ EMBEDDED_CHARACTERS = 1_000
 # 8M floats: 32 MB, 20,000 vectors of all-MiniLM-L6-v2 (384 dimensions), 5,000 of text-embedding-3-small (1,536).
 MAX_CACHED_FLOATS = 8_000_000
 BATCH = 64
-TIMEOUT_SECONDS = 30.0
+# Where an embedding class keeps the length of the vectors it asks for (OpenAI's, Google's, Cohere's, Ollama's).
+_DIMENSION_FIELDS = ("dimensions", "output_dimensionality", "embedding_dimension", "dimension")
 
 
 def model_key(model: Embeddings) -> str:
-    """What names an embedding model across turns: its class, model name and endpoint; of the instance inside
-    Langflow's wrapper (``EmbeddingsWithModels.embeddings``), whose own class names no model."""
+    """What names an embedding model across turns: its class, model name, endpoint and the vectors' length asked
+    for (another length gives vectors that score against nothing); of the instance inside Langflow's wrapper
+    (``EmbeddingsWithModels.embeddings``), whose own class names no model."""
     inner = getattr(model, "embeddings", None)
     if isinstance(inner, Embeddings):
         model = inner
@@ -36,7 +38,8 @@ def model_key(model: Embeddings) -> str:
         (getattr(model, field) for field in ("openai_api_base", "base_url", "endpoint") if getattr(model, field, None)),
         "",
     )
-    return f"{type(model).__module__}.{type(model).__qualname__}|{name}|{endpoint}"
+    dimensions = next((getattr(model, field) for field in _DIMENSION_FIELDS if getattr(model, field, None)), "")
+    return f"{type(model).__module__}.{type(model).__qualname__}|{name}|{endpoint}|{dimensions}"
 
 
 class MessageVectors:
@@ -56,12 +59,11 @@ class MessageVectors:
             for message_id, text in messages
             if names[message_id] not in self._vectors
         ]
-        async with asyncio.timeout(TIMEOUT_SECONDS):
-            for start in range(0, len(missing), BATCH):
-                batch = missing[start : start + BATCH]
-                vectors = await model.aembed_documents([text for _, text in batch])
-                for (message_id, _), vector in zip(batch, vectors, strict=True):
-                    self._keep(names[message_id], array("f", vector))
+        for start in range(0, len(missing), BATCH):
+            batch = missing[start : start + BATCH]
+            vectors = await model.aembed_documents([text for _, text in batch])
+            for (message_id, _), vector in zip(batch, vectors, strict=True):
+                self._keep(names[message_id], array("f", vector))
         found = {}
         for message_id, name in names.items():
             vector = self._vectors.get(name)
@@ -82,8 +84,7 @@ class MessageVectors:
 
 async def of_query(model: Embeddings, text: str) -> list[float]:
     """The vector of a turn's message."""
-    async with asyncio.timeout(TIMEOUT_SECONDS):
-        return await model.aembed_query(text[:EMBEDDED_CHARACTERS])
+    return await model.aembed_query(text[:EMBEDDED_CHARACTERS])
 
 
 def _digest(text: str) -> str:

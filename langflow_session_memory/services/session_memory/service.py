@@ -34,7 +34,7 @@ from langflow_session_memory.services.session_memory.rules.recall import Excerpt
 from langflow_session_memory.services.session_memory.rules.state import Cursor, Reading, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
-from langflow_session_memory.services.session_memory.settings import fold_policy
+from langflow_session_memory.services.session_memory.settings import embedding_timeout_seconds, fold_policy
 from langflow_session_memory.services.session_memory.storage import messages, search_index, store
 from langflow_session_memory.services.session_memory.storage.model import utc_now
 from langflow_session_memory.services.session_memory.storage.reading import read
@@ -97,6 +97,7 @@ class SessionMemoryService:
         self.background = background or BackgroundFolds()
         self._folded_turns: OrderedDict = OrderedDict()
         self.vectors = MessageVectors()
+        self.embedding_timeout_seconds = embedding_timeout_seconds()
 
     @property
     def policy(self) -> FoldPolicy:
@@ -371,11 +372,12 @@ class SessionMemoryService:
 
     async def _meant(self, embedder: Embeddings, question: str, pool: list[messages.Candidate]) -> list:
         """The pool's messages whose meaning stands out for ``question``, best first; none when the embedding model
-        fails (logged: the turn keeps its word excerpts)."""
+        fails or does not answer within the turn's one deadline (logged: the turn keeps its word excerpts)."""
         try:
-            vectors = await self.vectors.of_messages(embedder, [(row.message_id, row.text) for row in pool])
-            query = await of_query(embedder, question)
-            # 500 cosines of 1,536 floats take about 0.1 s of CPU: in a thread, so the event loop serves other turns.
+            async with asyncio.timeout(self.embedding_timeout_seconds):  # one deadline for the turn's calls
+                vectors = await self.vectors.of_messages(embedder, [(row.message_id, row.text) for row in pool])
+                query = await of_query(embedder, question)
+            # 500 vectors of 1,536 floats read into one matrix: in a thread, so the event loop serves other turns.
             found = await asyncio.to_thread(meaning.standouts, query, vectors)
         except Exception as error:  # noqa: BLE001 - meaning only adds to the words' excerpts; logged, the turn goes on
             await logger.aerror(f"{log_events.EXCERPTS_FAILED} where=embedding_model reason={describe(error)}")

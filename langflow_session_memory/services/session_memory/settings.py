@@ -27,6 +27,10 @@ WAITING_TOKENS_VARIABLE = "SESSION_MEMORY_WAITING_TOKENS"
 LARGEST_WAITING_TOKENS = 10_000_000
 TOOL_RESULT_SHARE_VARIABLE = "SESSION_MEMORY_TOOL_RESULT_SHARE"
 TOOL_RESULT_SHARE = 0.1
+EMBEDDING_TIMEOUT_VARIABLE = "SESSION_MEMORY_EMBEDDING_TIMEOUT_SECONDS"
+# One deadline for every Embedding Model call of a turn: meaning only adds to the words' excerpts.
+EMBEDDING_TIMEOUT_SECONDS = 5.0
+LONGEST_EMBEDDING_TIMEOUT_SECONDS = 120.0
 # Host names that only resolve on a local machine or a private network (Docker Compose service
 # names have no dot at all).
 _PRIVATE_NAME_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
@@ -50,6 +54,18 @@ def fold_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
         DEFAULT_POLICY.fold_timeout_seconds,
         highest=LONGEST_FOLD_TIMEOUT_SECONDS,
         reason=f"not_a_number_of_seconds_up_to_{int(LONGEST_FOLD_TIMEOUT_SECONDS)}",
+    )
+
+
+def embedding_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """How long a turn may wait for the Embedding Model in all (the older messages' vectors and the question's): 5 s
+    unless the operator says otherwise; past it the turn goes on with the words' excerpts."""
+    return _positive_number(
+        environ,
+        EMBEDDING_TIMEOUT_VARIABLE,
+        EMBEDDING_TIMEOUT_SECONDS,
+        highest=LONGEST_EMBEDDING_TIMEOUT_SECONDS,
+        reason=f"not_a_number_of_seconds_up_to_{int(LONGEST_EMBEDDING_TIMEOUT_SECONDS)}",
     )
 
 

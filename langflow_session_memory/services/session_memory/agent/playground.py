@@ -17,7 +17,7 @@ The step's output is an object (:func:`step_output`): its text, which the Playgr
 
 import re
 from collections.abc import Iterator
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from lfx.schema.content_types import ToolContent
 from lfx.schema.message import Message
@@ -48,10 +48,14 @@ def step_text(block) -> str | None:
 
 
 def summary_paths(flow_id, session_id: str, context_id: str) -> tuple[str, str]:
-    """The API path of the session's row, and of the page that shows its summary (``api.read_summary``)."""
-    row = f"/api/v1/session_memory/{flow_id}/sessions/{quote(session_id, safe='')}"
-    query = f"?{urlencode({'context_id': context_id})}" if context_id else ""
-    return f"{row}{query}", f"{row}/summary{query}"
+    """The API path of the session's row, and of the page that shows its summary (``api.read_summary``).
+
+    The session is named in the query: any id Langflow accepts reaches them, ``/``, ``.`` and ``..`` included (as a
+    path segment, a browser resolves ``.`` and ``..`` away and the router splits at ``/``).
+    """
+    query = urlencode({"session_id": session_id, **({"context_id": context_id} if context_id else {})})
+    base = f"/api/v1/session_memory/{flow_id}"
+    return f"{base}/session?{query}", f"{base}/summary?{query}"
 
 
 def kept_out(facts: dict | None) -> str:

@@ -9,9 +9,10 @@ No I/O: the service reads the pool and the adapter (``embeddings``) embeds it.
 """
 
 import math
-import operator
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
+
+import numpy as np
 
 # Calibrated on the chatty session of ``benchmarks.chatty`` with all-MiniLM-L6-v2 (docs/switch.md,
 # "Excerpts of older messages"): the message holding the answer stood 3.9-5.5 deviations above the pool
@@ -29,10 +30,22 @@ K = TypeVar("K", bound=Hashable)
 
 def cosine(first: Sequence[float], second: Sequence[float]) -> float:
     """The cosine similarity of two vectors; 0 when either is all zeros or their lengths differ."""
-    if len(first) != len(second):
-        return 0.0
-    norm = math.sqrt(sum(map(operator.mul, first, first)) * sum(map(operator.mul, second, second)))
-    return sum(map(operator.mul, first, second)) / norm if norm else 0.0
+    return float(similarities(first, [second])[0])
+
+
+def similarities(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> np.ndarray:
+    """The cosine similarity of ``query`` to each of ``vectors``, in one matrix product (the query's norm taken
+    once); 0 for a vector of another length (another model's) or where either is all zeros."""
+    found = np.zeros(len(vectors))
+    same = [index for index, vector in enumerate(vectors) if len(vector) == len(query)]
+    if not same:
+        return found
+    matrix = np.asarray([vectors[index] for index in same], dtype=np.float64)
+    asked = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(asked)
+    products = matrix @ asked
+    found[same] = np.divide(products, norms, out=np.zeros_like(products), where=norms > 0)
+    return found
 
 
 def standouts(
@@ -43,12 +56,13 @@ def standouts(
     :data:`MIN_POOL` or without spread."""
     if len(pool) < MIN_POOL:
         return []
-    similarities = {key: cosine(query, vector) for key, vector in pool.items()}
-    mean = math.fsum(similarities.values()) / len(similarities)
-    spread = math.sqrt(math.fsum((value - mean) ** 2 for value in similarities.values()) / len(similarities))
+    keys = list(pool)
+    similar = similarities(query, [pool[key] for key in keys])
+    mean = math.fsum(similar) / len(similar)
+    spread = math.sqrt(math.fsum((value - mean) ** 2 for value in similar) / len(similar))
     if spread <= 1e-9:
         return []
-    standing = {key: (value - mean) / spread for key, value in similarities.items()}
+    standing = {key: float(value - mean) / spread for key, value in zip(keys, similar, strict=True)}
     ranked = sorted((entry for entry in standing.items() if entry[1] >= min_standout), key=lambda e: -e[1])
     return ranked[:most]
 
