@@ -4,6 +4,7 @@ On SQLite and PostgreSQL, through the service and the fold runner, with a model 
 deterministic (issue 38: Qwen2.5-Coder 1.5B ran past the output cap on the same batch after every pause).
 """
 
+import time
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -11,7 +12,9 @@ from datetime import timedelta
 from langchain_core.messages import AIMessage
 from pydantic import Field
 
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
+from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from langflow_session_memory.services.session_memory.storage import store
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
 from tests.services.test_service import BATCH, WINDOW, folded_turn, row, seed
@@ -108,3 +111,39 @@ async def test_a_lone_message_whose_answer_the_server_cut_is_asked_again_not_pas
     state = await row(sessions, key)
     assert (state.folded_count, state.paused_until is not None) == (0, True)  # paused, the message still to fold
     assert not [log for log in captured_logs if log["event"].startswith("session_summary_fold_skipped")]
+
+
+class SlowOnPoisonModel(ScriptedChatModel):
+    """Takes ``seconds`` over every request that holds ``poison`` (a message a model chews on past the fold's time);
+    records them."""
+
+    poison: str = ""
+    seconds: float = 0.0
+    slow: list = Field(default_factory=list)
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if self.poison in messages[-1].content:
+            self.slow.append(messages[-1].content)
+            time.sleep(self.seconds)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+async def test_a_lone_message_whose_fold_times_out_is_passed_over_not_asked_again(sessions, key, clock, captured_logs):
+    service = SessionMemoryService(
+        sessions=sessions, clock=clock, policy=replace(DEFAULT_POLICY, fold_timeout_seconds=0.2)
+    )
+    rows, _ = await seed(sessions, key, BATCH + WINDOW)
+    model = SlowOnPoisonModel(poison=rows[3].text, seconds=0.4)
+
+    turns = 0
+    while (state := await row(sessions, key)) is None or state.folded_count < BATCH:
+        turns += 1
+        assert turns <= 10, "the session stopped folding"
+        await folded_turn(service, Turn(key, WINDOW, None), model)
+        await store_rows(sessions, chat_rows(key, 2, first=BATCH + WINDOW + 2 * turns))
+        clock.now += timedelta(minutes=10)
+
+    assert len(model.slow) == len(set(model.slow))  # no request that ran out of time was ever sent again
+    skipped = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_fold_skipped")]
+    assert len(skipped) == 1
+    assert "TimeoutError" in skipped[0]

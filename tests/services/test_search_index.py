@@ -275,7 +275,8 @@ async def fold_dropping_the_marathon_fact(service, sessions, key) -> list[Messag
     await service.fold_after_turn(turn, ScriptedChatModel())
     crowded = Notes(facts=(MARATHON_FACT, *(f"Garden fact {index} about roses and tulips" for index in range(35))))
     async with sessions.begin() as session:
-        await store.replace_summary(session, key, crowded.text())
+        folded = await store.load(session, key)
+        assert await store.replace_summary(session, key, crowded.text(), version=folded.version)
     update = "Key facts:\n- User's sister Ana moved to Porto in March\nConversation so far:\n- family news"
     await service.fold_after_turn(turn, ScriptedChatModel(script=[update]))
     return rows

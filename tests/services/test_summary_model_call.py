@@ -17,6 +17,7 @@ from langflow_session_memory.services.session_memory.summary.model_call import (
     fold,
     fold_model,
 )
+from langflow_session_memory.services.session_memory.summary.notes import parsed
 from langflow_session_memory.services.session_memory.summary.prompt import (
     SUMMARY_INSTRUCTIONS,
     ChatLine,
@@ -168,8 +169,16 @@ async def test_an_answer_cut_at_the_output_cap_keeps_its_complete_lines(metadata
 
 
 @pytest.mark.parametrize("metadata", [{"finish_reason": "length"}, {"model_provider": "openai"}])
-async def test_an_answer_cut_inside_its_key_facts_is_never_stored(metadata):
-    cut = AIMessage(content=CUT_IN_THE_KEY_FACTS, response_metadata=metadata)  # a fact after the cut is missing
+async def test_an_answer_cut_inside_its_key_facts_keeps_the_facts_written_before_the_cut(metadata, captured_logs):
+    cut = AIMessage(content=CUT_IN_THE_KEY_FACTS, response_metadata=metadata)  # the line being written goes
+    result = await fold(ScriptedChatModel(script=[cut]), "", BATCH)
+    assert parsed(result.summary).facts == ("project PRJ-123 runs on the EU cluster",)
+    assert any(log["event"].startswith("session_summary_salvaged why=") for log in captured_logs)
+
+
+@pytest.mark.parametrize("metadata", [{"finish_reason": "length"}, {"model_provider": "openai"}])
+async def test_an_answer_cut_before_any_complete_line_is_refused(metadata):
+    cut = AIMessage(content="Key facts:\n- the customer is AC", response_metadata=metadata)
     with pytest.raises(SummaryRejectedError, match=r"cut at the|without a finish reason"):
         await fold(ScriptedChatModel(script=[cut]), "", BATCH)
 
@@ -204,8 +213,8 @@ class EndlessModel(ScriptedChatModel):
 
 async def test_reading_stops_at_the_fold_s_budget_on_a_server_that_ignores_it():
     model = EndlessModel()
-    with pytest.raises(SummaryRejectedError, match="cut at the"):
-        await fold(model, "", BATCH)
+    result = await fold(model, "", BATCH)
+    assert parsed(result.summary).facts == ("the same line again",)  # its complete lines, each once
     for _ in range(3):  # the provider's generator is closed by the event loop's async-generator finalizer
         await asyncio.sleep(0)
     assert model.temperatures[-1] == "closed"  # the stream was closed, so the server stops writing

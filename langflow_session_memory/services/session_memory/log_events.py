@@ -89,15 +89,18 @@ FOLD_SKIPPED = Event(
     "session_summary_fold_skipped",
     "INFO",
     "messages=1 reason= session_id=",
-    "a lone message whose summary the checks still refused was passed over, the summary unchanged, so no message"
+    "a lone message whose summary the checks still refused, or whose fold ran out of time, was passed over, the"
+    " summary unchanged, so no message"
     " stalls the session; its text stays in the table, where excerpts and the search tool find it",
 )
 SALVAGED = Event(
     "session_summary_salvaged",
     "INFO",
-    "why= words_written= words_kept=",
-    "a fold's answer was cut (`cut_at_the_output_cap`, or `stream_ended_without_a_finish_reason`) after its"
-    ' "Key facts" section: its complete lines were kept instead of refusing the fold',
+    "why= lines_dropped= words_written= words_kept=",
+    "a fold's answer had flaws and its usable lines were kept instead of refusing the fold: `why` lists them"
+    " (`cut_at_the_output_cap` or `stream_ended_without_a_finish_reason`: the line being written dropped;"
+    " `copied_instructions`: lines copied from the fold's instructions dropped; `headings_repaired`; "
+    "`unstorable_characters` removed)",
 )
 SHORTENED = Event(
     "session_summary_shortened",

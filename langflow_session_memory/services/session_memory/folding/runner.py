@@ -170,8 +170,9 @@ class FoldRunner:
         self, seen: SessionState, request: Sequence[MessageTable], llm: BaseChatModel, turn: Turn, mode: Mode, started
     ) -> model_call.FoldResult:
         """The summary with ``request`` folded in, its tokens and the facts it dropped; for a lone message whose
-        summary the checks refuse, the summary as it was (logged as ``session_summary_fold_skipped``), unless the
-        server only cut the answer's stream (nothing about the message: it is asked again after the pause)."""
+        summary the checks refuse or whose fold runs out of time, the summary as it was (logged as
+        ``session_summary_fold_skipped``: it is never asked again as it was), unless the server only cut the
+        answer's stream (nothing about the message: it is asked again after the pause)."""
         try:
             result = await model_call.fold(
                 llm,
@@ -182,7 +183,7 @@ class FoldRunner:
                 context_window=turn.fold_context_window,
                 tracing=turn.tracing,
             )
-        except SummaryRejectedError as error:
+        except (SummaryRejectedError, TimeoutError) as error:
             if len(request) > 1 or isinstance(error, model_call.StreamInterruptedError):
                 raise
             reason = await self.log_failure(seen.key, error, mode, latency_ms=_milliseconds_since(started))

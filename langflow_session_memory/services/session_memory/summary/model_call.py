@@ -36,11 +36,9 @@ from langflow_session_memory.services.session_memory.summary.prompt import (
 )
 from langflow_session_memory.services.session_memory.summary.validation import (
     SummaryRejectedError,
-    allowed_words,
     check_size,
     complete_part,
-    validate_summary,
-    within_word_limit,
+    salvaged,
     word_count,
 )
 
@@ -136,34 +134,41 @@ async def _fold_chunk(
 ) -> FoldResult:
     request = fold_request(chunk)
     response, read_past_budget = await _answer(llm, provider, request, budget.output_tokens, tracing)
-    text = token_estimate.text_of(response)
+    written = text = token_estimate.text_of(response)
+    repairs: list[str] = []
     if incomplete := ("cut at the output cap" if read_past_budget else cut_off(response)):
-        kept = complete_part(text)
-        if kept is None:
-            refused = SummaryRejectedError if read_past_budget or incomplete != _INTERRUPTED else StreamInterruptedError
-            raise refused(f"summary {incomplete} ({budget.output_tokens}-token cap)")
-        await logger.ainfo(
-            f"{log_events.SALVAGED} why={incomplete.replace(' ', '_')} words_written={word_count(text)} "
-            f"words_kept={word_count(kept)}"
-        )
-        text = kept
-    shortened, dropped = within_word_limit(text, allowed_words(chunk))
-    update = validate_summary(shortened, batch=chunk)
-    result = notes.merged(previous_summary, update, SUMMARY_WORD_LIMIT)
+        repairs.append(incomplete.replace(" ", "_"))
+        text = complete_part(text) or ""
+    try:
+        salvage = salvaged(text, batch=chunk)
+    except SummaryRejectedError:
+        if not incomplete:
+            raise
+        # Nothing usable before the cut: said as the cut, and a stream the server ended asks the same again.
+        refused = SummaryRejectedError if read_past_budget or incomplete != _INTERRUPTED else StreamInterruptedError
+        raise refused(f"summary {incomplete} ({budget.output_tokens}-token cap)") from None
+    repairs += salvage.repairs
+    result = notes.merged(previous_summary, salvage.update.text(), SUMMARY_WORD_LIMIT)
     summary = result.notes.text()
     check_size(summary)
-    if dropped or result.dropped_conversation or result.dropped_facts:
+    if repairs:
         await logger.ainfo(
-            f"{log_events.SHORTENED} dropped_lines={dropped + result.dropped_conversation} "
-            f"dropped_facts={len(result.dropped_facts)} words_written={word_count(text)} "
+            f"{log_events.SALVAGED} why={','.join(repairs)} lines_dropped={salvage.lines_dropped} "
+            f"words_written={word_count(written)} words_kept={word_count(salvage.update.text())}"
+        )
+    dropped_facts = salvage.dropped_facts + result.dropped_facts
+    if salvage.dropped_conversation or result.dropped_conversation or dropped_facts:
+        await logger.ainfo(
+            f"{log_events.SHORTENED} dropped_lines={salvage.dropped_conversation + result.dropped_conversation} "
+            f"dropped_facts={len(dropped_facts)} words_written={word_count(written)} "
             f"words_kept={word_count(summary)}"
         )
     spent = usage.of_call(
         getattr(response, "usage_metadata", None),
         prompt_tokens=token_estimate.messages_tokens(request),
-        answer=text,
+        answer=written,
     )
-    return FoldResult(summary=summary, usage=spent, dropped_facts=result.dropped_facts)
+    return FoldResult(summary=summary, usage=spent, dropped_facts=dropped_facts)
 
 
 async def _answer(llm: BaseChatModel, provider: str | None, request: list, output_tokens: int, tracing: Sequence):

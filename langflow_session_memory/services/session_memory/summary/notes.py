@@ -66,16 +66,27 @@ def parsed(summary: str) -> Notes:
 
 def merged(previous: str, update: str, word_limit: int) -> Merged:
     """``previous`` with the lines of ``update`` (a fold's answer about one batch) after its own, repeats left
-    out, fitted to ``word_limit`` words: the oldest conversation lines go first, then the oldest facts."""
+    out, fitted to ``word_limit`` words (:func:`fitted`)."""
     before, new = parsed(previous), parsed(update)
-    facts = _without_repeats([*before.facts, *new.facts])
-    conversation = _without_repeats([*before.conversation, *new.conversation])
+    return fitted(Notes((*before.facts, *new.facts), (*before.conversation, *new.conversation)), word_limit)
+
+
+def fitted(notes: Notes, word_limit: int, character_limit: int | None = None) -> Merged:
+    """``notes`` without repeats, in ``word_limit`` words (and ``character_limit`` characters): the oldest
+    conversation lines go first, then the oldest facts, which are handed back."""
+    facts = _without_repeats(list(notes.facts))
+    conversation = _without_repeats(list(notes.conversation))
+
+    def over() -> bool:
+        shown = Notes(tuple(facts), tuple(conversation))
+        return shown.words() > word_limit or (character_limit is not None and len(shown.text()) > character_limit)
+
     dropped_conversation = 0
     dropped_facts: list[str] = []
-    while Notes(tuple(facts), tuple(conversation)).words() > word_limit and conversation:
+    while over() and conversation:
         conversation.pop(0)
         dropped_conversation += 1
-    while Notes(tuple(facts), tuple(conversation)).words() > word_limit and facts:
+    while over() and facts:
         dropped_facts.append(facts.pop(0))
     return Merged(Notes(tuple(facts), tuple(conversation)), dropped_conversation, tuple(dropped_facts))
 

@@ -1,15 +1,19 @@
 """Whether a summary may be stored and sent: the checks a fold's answer and a person's edit pass.
 
-Pure. A model's answer over its word cap first loses "Conversation so far" lines
-(:func:`within_word_limit`); what still fails a check raises :class:`SummaryRejectedError`,
-whose message holds counts only, and the previous summary stays.
+Pure. A fold's answer is salvaged line by line (:func:`salvaged`): refused, with
+:class:`SummaryRejectedError` (whose message holds counts only; the previous summary stays), only
+when it is an error text or nothing usable is left. A person's edit is checked whole
+(:func:`validate_edited_summary`).
 """
 
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from langflow_session_memory.services.session_memory.reasons import CountsOnlyError
+from langflow_session_memory.services.session_memory.summary import notes
+from langflow_session_memory.services.session_memory.summary.notes import Notes
 from langflow_session_memory.services.session_memory.summary.prompt import (
     FACT_QUESTION,
     SECTION_HEADINGS,
@@ -34,13 +38,16 @@ _ERROR_TEXT = re.compile(
 _UNSTORABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 # A heading line as models write it: "Key facts:", "## Key facts", "**Key Facts:**", "KEY FACTS".
 _DECORATION = r"[ \t*_]*"  # spaces, and Markdown bold or italics around a heading
+# Misspelled as small models write them too: "Key fact:", "Facts:", "Conversation:", "Topics:".
+_HEADING_NAMES = r"key\s+facts?|facts|conversation(?:\s+so\s+far)?|topics"
 _HEADING_LINE = re.compile(
-    rf"^{_DECORATION}(?:#{{1,6}})?{_DECORATION}({'|'.join(SECTION_HEADINGS)}){_DECORATION}:?{_DECORATION}:?[ \t]*$",
+    rf"^{_DECORATION}(?:#{{1,6}})?{_DECORATION}({_HEADING_NAMES}){_DECORATION}:?{_DECORATION}:?[ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )
 _CANONICAL_HEADINGS = {heading.lower(): f"{heading}:" for heading in SECTION_HEADINGS}
-# A line this long that also stands in the instructions was copied from them, not written from the conversation.
-_COPIED_LINE_WORDS = 5
+# A line this long that also stands in the instructions was copied from them, not written from the conversation (a
+# parroted prompt's last line is often short: "naming the topics."). Such a line is dropped, the rest kept.
+_COPIED_LINE_WORDS = 3
 
 
 class SummaryRejectedError(CountsOnlyError):
@@ -100,89 +107,91 @@ def allowed_words(batch: Sequence[ChatLine]) -> int:
     return min(SUMMARY_WORD_LIMIT, max(replaced, SUMMARY_FLOOR_WORDS) + _HEADING_WORDS)
 
 
-def within_word_limit(summary: str, limit: int) -> tuple[str, int]:
-    """A summary over ``limit`` words with "Conversation so far" lines dropped until it fits; and how many went.
-
-    Small models copy the messages into that section line by line (Qwen2.5-Coder 1.5B: 364 words
-    for a batch of twenty one-line turns, the same line nine times): a repeat of an earlier line
-    goes first, then the oldest lines. "Key facts" is never touched; a summary that still does not
-    fit is returned as it is, for the checks to refuse.
-    """
-    summary = normalized_headings(summary.strip())
-    if word_count(summary) <= limit:
-        return summary, 0
-    lines = summary.splitlines()
-    heading = next((i for i, line in enumerate(lines) if line == _CANONICAL_HEADINGS["conversation so far"]), None)
-    if heading is None:
-        return summary, 0
-    head, conversation = lines[: heading + 1], lines[heading + 1 :]
-    seen: set[str] = {_plain_words(line) for line in head}
-    kept = []
-    for line in conversation:
-        plain = _plain_words(line)
-        if plain and plain in seen:
-            continue
-        seen.add(plain)
-        kept.append(line)
-    while kept and word_count("\n".join([*head, *kept])) > limit:
-        kept.pop(0)
-    shortened = "\n".join([*head, *kept])
-    if word_count(shortened) > limit:
-        return summary, 0
-    return shortened, len(conversation) - len(kept)
-
-
 def complete_part(cut: str) -> str | None:
-    """What of an answer cut short (at the output cap, or by the server) may still be used: its complete lines,
-    when they include the "Conversation so far" heading, so the "Key facts" section before it is whole.
-
-    A 1.5B model that copies the transcript under "Conversation so far" runs past any cap; at
-    temperature 0 it does so again on every retry of the same request. None when the cut fell
-    inside "Key facts": a fact after the cut, or one of the current notes, could be missing.
-    """
-    lines = normalized_headings(cut).splitlines()
+    """What of an answer cut short (at the output cap, or by the server) may still be used: its complete lines, the
+    one being written when it stopped left out; None when no complete line is left."""
+    lines = cut.splitlines()
     if not cut.endswith("\n"):
-        lines = lines[:-1]  # the line being written when the answer stopped
-    heading = _CANONICAL_HEADINGS["conversation so far"]
-    if heading not in lines:
-        return None
-    return "\n".join(lines).strip()
+        lines = lines[:-1]
+    kept = "\n".join(lines).strip()
+    return kept or None
 
 
-def validate_summary(candidate: str, *, batch: Sequence[ChatLine]) -> str:
-    """Return a fold's cleaned answer about ``batch`` (headings in their canonical form), or raise
-    :class:`SummaryRejectedError`."""
-    summary = normalized_headings(candidate.strip())
-    words = check_size(summary)
-    if _ERROR_TEXT.search(summary):
+@dataclass(frozen=True)
+class Salvaged:
+    """A fold's answer made usable line by line: the notes it gives, and what was repaired or left out of it."""
+
+    update: Notes
+    repairs: tuple[str, ...] = ()
+    lines_dropped: int = 0
+    dropped_conversation: int = 0
+    dropped_facts: tuple[str, ...] = ()
+
+
+def salvaged(answer: str, *, batch: Sequence[ChatLine]) -> Salvaged:
+    """The usable lines of a fold's answer about ``batch``; raises :class:`SummaryRejectedError` only when the answer
+    is an error text or no fact and no topic is left.
+
+    A small model's answer is mostly good facts with a flaw: a line copied from the instructions (dropped),
+    one heading missing or misspelled (repaired: lines before any heading are facts; an answer with neither
+    is not notes at all), a character no database
+    stores (removed), more words than the batch warrants (cut by the notes' own rule, :func:`notes.fitted`:
+    the oldest topics, then the oldest facts, which the fold keeps in the index). Refusing it whole paused the
+    session for 10 minutes and asked the same again (issue 53).
+    """
+    text = normalized_headings(answer.strip())
+    if not _visible(text):
+        raise SummaryRejectedError("empty summary")
+    if _ERROR_TEXT.search(text):
         raise SummaryRejectedError("summary looks like an error text")
-    if repeats_instructions(summary):
-        raise SummaryRejectedError("summary repeats the fold instructions")
-    replaced = sum(word_count(line.text) for line in batch)
-    if words > max(replaced, SUMMARY_FLOOR_WORDS) + _HEADING_WORDS:
-        raise SummaryRejectedError(f"summary has {words} words, more than the {replaced} it replaces")
-    missing = [heading for heading in SECTION_HEADINGS if heading.lower() not in summary.lower()]
-    if missing:
-        raise SummaryRejectedError(f"summary lacks the section(s) {', '.join(missing)}")
-    return summary
+    repairs = []
+    storable = _UNSTORABLE.sub("", text)
+    if storable != text:
+        repairs.append("unstorable_characters")
+    lines = storable.splitlines()
+    kept = [line for line in lines if not _copied_from_instructions(line)]
+    if len(kept) < len(lines):
+        repairs.append("copied_instructions")
+    written = notes.parsed("\n".join(kept))
+    copied = f"{len(lines) - len(kept)} of {len(lines)} copied from the fold instructions"
+    if not any(_visible(line) for line in (*written.facts, *written.conversation)):
+        raise SummaryRejectedError(f"summary has no usable line ({copied})")
+    headings = {_CANONICAL_HEADINGS[heading.lower()] for heading in SECTION_HEADINGS}
+    if not headings & set(kept):  # not notes at all ("Sure! Here is a poem"): no heading to repair
+        raise SummaryRejectedError(f"summary has neither section heading ({copied})")
+    if not headings <= set(kept):
+        repairs.append("headings_repaired")
+    fit = notes.fitted(written, allowed_words(batch), SUMMARY_CHARACTER_LIMIT)
+    return Salvaged(
+        update=fit.notes,
+        repairs=tuple(repairs),
+        lines_dropped=len(lines) - len(kept),
+        dropped_conversation=len(written.conversation) - len(fit.notes.conversation),  # repeats, then the oldest
+        dropped_facts=fit.dropped_facts,
+    )
 
 
 def normalized_headings(summary: str) -> str:
     """The summary with each section heading written as ``Key facts:`` / ``Conversation so far:``."""
-    return _HEADING_LINE.sub(lambda found: _CANONICAL_HEADINGS[found.group(1).lower()], summary)
+    return _HEADING_LINE.sub(lambda found: _canonical(found.group(1)), summary)
 
 
-def repeats_instructions(summary: str) -> bool:
-    """Whether the summary copies a line of the fold instructions (a model that parrots its prompt).
+def _canonical(heading: str) -> str:
+    facts = heading.lower().startswith(("key", "fact"))
+    return _CANONICAL_HEADINGS[SECTION_HEADINGS[0 if facts else 1].lower()]
 
-    Both headings stand in the instructions, so a parroted prompt has them; its sample
-    bullets ("one short line per fact ...") do not belong in any conversation's summary.
-    """
-    for line in summary.splitlines():
-        words = _plain_words(line)
-        if len(words.split()) >= _COPIED_LINE_WORDS and f" {words} " in f" {_INSTRUCTION_WORDS} ":
-            return True
-    return False
+
+def _copied_from_instructions(line: str) -> bool:
+    """Whether ``line`` copies the fold instructions (a model that parrots its prompt): three words or more that
+    stand in them. Both headings stand in the instructions too, and are kept."""
+    if line in _CANONICAL_HEADINGS.values():
+        return False
+    words = _plain_words(line)
+    return len(words.split()) >= _COPIED_LINE_WORDS and f" {words} " in f" {_INSTRUCTION_WORDS} "
+
+
+def _visible(line: str) -> bool:
+    return any(not (character.isspace() or unicodedata.category(character) == "Cf") for character in line)
 
 
 def _plain_words(text: str) -> str:
