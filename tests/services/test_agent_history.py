@@ -44,8 +44,8 @@ def compaction_that_works(monkeypatch):
 
 
 def agent_with_memory(model, key) -> SimpleNamespace:
-    """An Agent whose run has a Turn (memory applies), as the history hook leaves it."""
-    component = SimpleNamespace(n_messages=10)
+    """An Agent whose run has a Turn (memory applies) and a history, as the history hook leaves it."""
+    component = SimpleNamespace(n_messages=10, chat_history=[Message(text="an earlier message " * 40)])
     agent_model(component, model)
     run_state(component).turn = Turn(key, 10, None)
     return component
@@ -72,6 +72,7 @@ async def test_a_run_refused_after_a_tool_ran_is_not_run_again(compaction_that_w
 
 
 async def test_a_run_refused_at_its_first_model_call_is_retried_once(compaction_that_works, key):
+    """Compacted to the summary alone (``compaction_that_works``): smaller than the refused history, so sent."""
     model = ScriptedChatModel(script=[REFUSAL, "an answer"])
     component = agent_with_memory(model, key)
 
@@ -291,3 +292,19 @@ def test_a_server_is_one_server_with_or_without_a_trailing_slash():
     from_client.root_client.base_url = "http://127.0.0.2:8765/v1/"
 
     assert guard.model_url(given) == guard.model_url(from_client) == "http://127.0.0.2:8765/v1"
+
+
+async def test_a_run_whose_compacted_history_is_no_smaller_is_not_run_again(monkeypatch, key, captured_logs):
+    async def as_large(component):  # a summary as long as the history it replaces
+        return SimpleNamespace(messages=list(component.chat_history))
+
+    monkeypatch.setattr(hooks, "_compacted_history", as_large)
+    model = ScriptedChatModel(script=[REFUSAL, "an answer"])
+    component = agent_with_memory(model, key)
+
+    async def agent_run(_agent):
+        return await model.ainvoke("What is in ticket T-1?")
+
+    with pytest.raises(ValueError, match="maximum context length"):  # the provider's refusal, as the stock Agent's
+        await run_with_context_recovery(component, agent=None, run=agent_run)
+    assert len(model.calls) == 1

@@ -33,10 +33,10 @@ def too_long(error: Exception) -> bool:
     return isinstance(error, TooLong)
 
 
-def made_smaller(sender: Sender, asked: list[Exception]):
+def made_smaller(sender: Sender, asked: list[Exception], size: int = 500):
     async def smaller(refusal: Exception) -> Smaller[str]:
         asked.append(refusal)
-        return Smaller(send=sender, refused=too_long)
+        return Smaller(send=sender, refused=too_long, size=size, was=1000)
 
     return smaller
 
@@ -94,3 +94,16 @@ async def test_a_turn_already_given_up_is_not_retried():
     with pytest.raises(ContextTooLongError, match="given up"):
         await retry_smaller_once(first, refused=lambda _error: True, smaller=made_smaller(retry, asked))
     assert (retry.sent, asked) == (0, [])
+
+
+@pytest.mark.parametrize("size", [1000, 1200], ids=["as-large", "larger"])
+async def test_a_retry_no_smaller_than_the_refused_request_is_never_sent(size, captured_logs):
+    refusal = TooLong("prompt is too long")
+    first, retry = Sender(refusal), Sender()
+    with pytest.raises(TooLong) as ended:  # the provider's own refusal, as the stock Agent's turn ends
+        await retry_smaller_once(first, refused=too_long, smaller=made_smaller(retry, [], size=size))
+    assert ended.value is refusal
+    assert retry.sent == 0
+    assert overflow_lines(captured_logs)[-1] == (
+        f"session_context_overflow attempt=2 result=not_smaller size={size} action=give_up"
+    )

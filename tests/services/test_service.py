@@ -548,3 +548,13 @@ async def test_a_fold_request_names_the_speakers_the_flow_gave_so_a_fact_is_thei
     transcript = model.calls[0][-1].content
     assert "Caroline: message 0 says" in transcript
     assert "Melanie: message 1 says" in transcript
+
+
+async def test_a_refused_fold_inside_a_turn_reports_the_tokens_the_provider_billed(service, sessions, key):
+    _, turn = await seed(sessions, key, INLINE_BATCH + WINDOW)  # the turn folds one batch before its model call
+    refusing = ScriptedChatModel(script=["Error: the model is overloaded"])  # answered (and billed), then refused
+
+    history = await service.build_history(turn, refusing)
+
+    assert (history.folded, (await row(sessions, key)).paused_until is not None) == (0, True)
+    assert (history.fold_usage.input_tokens, history.fold_usage.output_tokens) == (100, 10)

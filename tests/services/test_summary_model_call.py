@@ -16,6 +16,7 @@ from langflow_session_memory.services.session_memory.summary.model_call import (
     RequestTooLongError,
     fold,
     fold_model,
+    spent_before,
 )
 from langflow_session_memory.services.session_memory.summary.notes import parsed
 from langflow_session_memory.services.session_memory.summary.prompt import (
@@ -268,3 +269,14 @@ def test_a_fold_whose_summary_runs_over_is_stored_shortened_and_says_so(captured
     assert all(line in result.summary for line in FACT_LINES)
     [shortened] = [log["event"] for log in captured_logs if log["event"].startswith("session_summary_shortened")]
     assert f"words_written={word_count(OVER_THE_CAP)} " in shortened
+
+
+async def test_a_fold_that_fails_after_answered_requests_keeps_what_they_spent():
+    long_batch = [ChatLine("User", f"message {i} " + "word " * 150) for i in range(20)]
+    model = ScriptedChatModel(script=[GOOD, "Error: the model is overloaded"])  # the second request is refused
+
+    with pytest.raises(SummaryRejectedError) as refused:
+        await fold(model, "", long_batch, context_window=2048)
+
+    assert len(model.calls) == 2
+    assert (spent_before(refused.value).input_tokens, spent_before(refused.value).output_tokens) == (200, 20)

@@ -74,6 +74,8 @@ class CallFitMiddleware(AgentMiddleware):
             return Smaller(
                 send=lambda: handler(request.override(messages=retry.messages)),
                 refused=lambda error: self._refused(error, retry.size),
+                size=retry.size,
+                was=size,
             )
 
         return await retry_smaller_once(lambda: handler(sent), refused=refused, smaller=smaller, call="after_tool")

@@ -381,12 +381,16 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
         return model_calls <= 1 and _refused_as_too_long(component, state.turn, error)
 
     async def compacted(_refusal: Exception) -> Smaller[Message] | None:
+        was = request_tokens(state.turn, getattr(component, "chat_history", None) or [])
         history = await _compacted_history(component)
         if history is None:
             return None
         component.chat_history = history.messages
         return Smaller(
-            send=lambda: run(agent), refused=lambda error: _refused_as_too_long(component, state.turn, error)
+            send=lambda: run(agent),
+            refused=lambda error: _refused_as_too_long(component, state.turn, error),
+            size=request_tokens(state.turn, history.messages),
+            was=was,
         )
 
     return await retry_smaller_once(lambda: run(agent), refused=refused_at_first_call, smaller=compacted)

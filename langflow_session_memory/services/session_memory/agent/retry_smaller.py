@@ -23,10 +23,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Smaller(Generic[T]):
-    """The request made smaller: how to send it, and how to tell its refusal as too long from another failure."""
+    """The request made smaller: how to send it, how to tell its refusal as too long from another failure, and its
+    estimated size against the refused one's (a retry no smaller is never sent)."""
 
     send: Callable[[], Awaitable[T]]
     refused: Callable[[Exception], bool]
+    size: int
+    was: int
 
 
 async def retry_smaller_once(
@@ -39,8 +42,10 @@ async def retry_smaller_once(
     """``send()``; when ``refused`` judges its failure a "prompt too long", ``smaller(refusal)`` sent once more.
 
     ``smaller`` gives None when the request cannot be made smaller (then :class:`ContextTooLongError`);
-    it may raise instead, to end the turn another way. ``call`` names the call in the log lines
-    (``call=after_tool``); the turn's first call is logged without it. Any other failure is raised as it is.
+    it may raise instead, to end the turn another way. A retry that is not smaller than the refused request is
+    never sent: the provider's own refusal ends the turn, as it ends the stock Agent's. ``call`` names the call
+    in the log lines (``call=after_tool``); the turn's first call is logged without it. Any other failure is
+    raised as it is.
     """
     where = f"call={call} " if call else ""
     try:
@@ -54,6 +59,11 @@ async def retry_smaller_once(
         retry = await smaller(error)
         if retry is None:
             raise ContextTooLongError(CONTEXT_TOO_LONG) from error
+        if retry.size >= retry.was:
+            await logger.awarning(
+                f"{log_events.OVERFLOW} {where}attempt=2 result=not_smaller size={retry.size} action=give_up"
+            )
+            raise
     try:
         result = await retry.send()
     except Exception as error:

@@ -23,6 +23,7 @@ from langflow_session_memory.services.session_memory.rules.planner import TurnPl
 from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
+from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.storage import messages, search_index, store
 from langflow_session_memory.services.session_memory.storage.reading import read
 from langflow_session_memory.services.session_memory.summary import model_call
@@ -140,7 +141,7 @@ class FoldRunner:
         """
         cost, seen, limit = FoldCost(), state, state.fold_batch_limit
         for request in self.policy.requests(batches, limit, most=self._claimed_batches(mode)):
-            started = time.perf_counter()
+            started, folded = time.perf_counter(), None
             try:
                 folded = await self._folded_summary(seen, request, llm, turn, mode, started)
                 next_state = _folded(seen, request, folded.summary, self.policy.limit_after_success(limit))
@@ -148,10 +149,10 @@ class FoldRunner:
             except (SummaryRejectedError, TimeoutError) as error:
                 shrunk = self.policy.limit_after_refusal(len(request))
                 await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started), batch_limit=shrunk)
-                return cost
+                return FoldCost(folded=cost.folded, usage=cost.usage + _spent(folded, error))
             except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
                 await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started), batch_limit=limit)
-                return cost
+                return FoldCost(folded=cost.folded, usage=cost.usage + _spent(folded, error))
             cost = FoldCost(folded=cost.folded, usage=cost.usage + folded.usage)
             if not won:
                 await self._log_lost(seen, current)
@@ -190,7 +191,7 @@ class FoldRunner:
             await logger.ainfo(
                 f"{log_events.FOLD_SKIPPED} messages=1 reason={reason!r} session_id={seen.key.session_id!r}"
             )
-            return model_call.FoldResult(seen.summary)
+            return model_call.FoldResult(seen.summary, usage=model_call.spent_before(error))
         return result
 
     async def _claim(self, state: SessionState, mode: Mode) -> datetime | None:
@@ -305,6 +306,12 @@ async def _keep_dropped_facts(session, key: SessionKey, facts: Sequence[str], *,
         await logger.aerror(f"{log_events.INDEX_FAILED} where=notes reason={describe(error)}")
         return
     await logger.ainfo(f"{log_events.FACTS_KEPT} facts={len(facts)} sourced={sourced} session_id={key.session_id!r}")
+
+
+def _spent(folded: model_call.FoldResult | None, error: BaseException) -> TokenUsage:
+    """The tokens a failed fold request cost: its answer's when the model answered (the write failed after it),
+    else what the fold had spent before it raised (``model_call.spent_before``)."""
+    return folded.usage if folded is not None else model_call.spent_before(error)
 
 
 def _milliseconds_since(started: float) -> int:

@@ -105,23 +105,37 @@ async def fold(
     budget = fold_budget(output_budget(llm), context_window)
     result = FoldResult(previous_summary)
     pending = transcript_chunks(batch, budget)
-    async with asyncio.timeout(timeout_seconds):
-        while pending:
-            chunk = pending.pop(0)
-            try:
-                folded = await _fold_chunk(llm, result.summary, chunk, provider, budget, tracing)
-            except RequestTooLongError:
-                halves = halved(chunk)
-                if halves is None:
-                    raise
-                pending[:0] = halves
-                continue
-            result = FoldResult(
-                summary=folded.summary,
-                usage=result.usage + folded.usage,
-                dropped_facts=result.dropped_facts + folded.dropped_facts,
-            )
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            while pending:
+                chunk = pending.pop(0)
+                try:
+                    folded = await _fold_chunk(llm, result.summary, chunk, provider, budget, tracing)
+                except RequestTooLongError:
+                    halves = halved(chunk)
+                    if halves is None:
+                        raise
+                    pending[:0] = halves
+                    continue
+                result = FoldResult(
+                    summary=folded.summary,
+                    usage=result.usage + folded.usage,
+                    dropped_facts=result.dropped_facts + folded.dropped_facts,
+                )
+    except Exception as error:
+        _spent(error, result.usage)  # the requests answered before it: the provider bills them
+        raise
     return result
+
+
+def spent_before(error: BaseException) -> TokenUsage:
+    """What a fold that raised ``error`` had spent (its answered requests, a refused answer), which the provider
+    bills and the turn's usage reports; none known for a request cut off by the time-out."""
+    return getattr(error, "fold_usage", None) or TokenUsage()
+
+
+def _spent(error: BaseException, usage: TokenUsage) -> None:
+    error.fold_usage = spent_before(error) + usage
 
 
 async def _fold_chunk(
@@ -135,22 +149,34 @@ async def _fold_chunk(
     request = fold_request(chunk)
     response, read_past_budget = await _answer(llm, provider, request, budget.output_tokens, tracing)
     written = text = token_estimate.text_of(response)
+    spent = usage.of_call(
+        getattr(response, "usage_metadata", None),
+        prompt_tokens=token_estimate.messages_tokens(request),
+        answer=written,
+    )
     repairs: list[str] = []
     if incomplete := ("cut at the output cap" if read_past_budget else cut_off(response)):
         repairs.append(incomplete.replace(" ", "_"))
         text = complete_part(text) or ""
     try:
         salvage = salvaged(text, batch=chunk)
-    except SummaryRejectedError:
+    except SummaryRejectedError as error:
+        _spent(error, spent)
         if not incomplete:
             raise
         # Nothing usable before the cut: said as the cut, and a stream the server ended asks the same again.
         refused = SummaryRejectedError if read_past_budget or incomplete != _INTERRUPTED else StreamInterruptedError
-        raise refused(f"summary {incomplete} ({budget.output_tokens}-token cap)") from None
+        cut = refused(f"summary {incomplete} ({budget.output_tokens}-token cap)")
+        _spent(cut, spent)
+        raise cut from None
     repairs += salvage.repairs
     result = notes.merged(previous_summary, salvage.update.text(), SUMMARY_WORD_LIMIT)
     summary = result.notes.text()
-    check_size(summary)
+    try:
+        check_size(summary)
+    except SummaryRejectedError as error:
+        _spent(error, spent)
+        raise
     if repairs:
         await logger.ainfo(
             f"{log_events.SALVAGED} why={','.join(repairs)} lines_dropped={salvage.lines_dropped} "
@@ -163,11 +189,6 @@ async def _fold_chunk(
             f"dropped_facts={len(dropped_facts)} words_written={word_count(written)} "
             f"words_kept={word_count(summary)}"
         )
-    spent = usage.of_call(
-        getattr(response, "usage_metadata", None),
-        prompt_tokens=token_estimate.messages_tokens(request),
-        answer=written,
-    )
     return FoldResult(summary=summary, usage=spent, dropped_facts=dropped_facts)
 
 
