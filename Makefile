@@ -105,25 +105,28 @@ model-server: install
 # A session's notes on the database `make run` uses: FLOW is the id in the flow's URL; SESSION defaults
 # to it, which is the Playground's "Default Session". CONTEXT narrows to one Agent Context ID.
 FLOW ?=
-SESSION ?= $(FLOW)
+SESSION ?=
 CONTEXT ?=
-# The ids reach the CLI through the environment, never pasted into the shell command ("$$SESSION" is the shell's
-# variable, quoted): an id with quotes, ';' or backticks is an id. A '$' in a make argument is make's ('$$' is one).
-export FLOW SESSION CONTEXT
+# The ids reach the CLI through the environment of these recipes alone, never pasted into the shell command
+# ("$$MEMORY_SESSION" is the shell's variable, quoted): an id with quotes, ';' or backticks is an id. A '$' in a make
+# argument is make's own syntax ('$$' is one).
 MEMORY := $(BIN)/python -m langflow_session_memory
 NEED_FLOW = $(if $(FLOW),,$(error FLOW=<flow id> is required: the id in the flow's URL, /flow/<id>))
-CONTEXT_OPTION = $(if $(CONTEXT),--context-id "$$CONTEXT")
+CONTEXT_OPTION = $(if $(CONTEXT),--context-id "$$MEMORY_CONTEXT")
+memory-list memory-show memory-reset: export MEMORY_FLOW = $(FLOW)
+memory-list memory-show memory-reset: export MEMORY_SESSION = $(or $(SESSION),$(FLOW))
+memory-list memory-show memory-reset: export MEMORY_CONTEXT = $(CONTEXT)
 
 .PHONY: memory-list memory-show memory-reset
 
 memory-list: install
-	@$(NEED_FLOW)$(MEMORY) list --flow-id "$$FLOW"
+	@$(NEED_FLOW)$(MEMORY) list --flow-id "$$MEMORY_FLOW"
 
 memory-show: install
-	@$(NEED_FLOW)$(MEMORY) show --flow-id "$$FLOW" --session-id "$$SESSION" $(CONTEXT_OPTION)
+	@$(NEED_FLOW)$(MEMORY) show --flow-id "$$MEMORY_FLOW" --session-id "$$MEMORY_SESSION" $(CONTEXT_OPTION)
 
 memory-reset: install
-	@$(NEED_FLOW)$(MEMORY) reset --flow-id "$$FLOW" --session-id "$$SESSION" $(CONTEXT_OPTION)
+	@$(NEED_FLOW)$(MEMORY) reset --flow-id "$$MEMORY_FLOW" --session-id "$$MEMORY_SESSION" $(CONTEXT_OPTION)
 
 # The demo and the benchmarks (benchmarks/, results written to docs/); both use fresh databases of their own.
 # `make demo MODEL=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against a real model; OPENAI_BASE_URL points

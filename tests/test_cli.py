@@ -177,9 +177,11 @@ def test_the_python_module_answers_a_missing_database_without_a_traceback(tmp_pa
     assert not missing.exists()
 
 
-def run_make(*arguments: str) -> subprocess.CompletedProcess:
-    """``make -s ...`` in the checkout as a user types it (this process's LANGFLOW_DATABASE_URL left out)."""
+def run_make(*arguments: str, **variables: str) -> subprocess.CompletedProcess:
+    """``make -s ...`` in the checkout as a user types it (this process's LANGFLOW_DATABASE_URL left out), with
+    ``variables`` in its environment."""
     environment = {name: value for name, value in os.environ.items() if name != "LANGFLOW_DATABASE_URL"}
+    environment |= variables
     return subprocess.run(
         ["make", "-s", *arguments], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120, check=False
     )
@@ -305,3 +307,14 @@ def test_the_list_prints_one_line_per_session_with_control_characters_escaped(tm
         "a\\nforged\\t00000000-0000-0000-0000-000000000000\\t99",
     ]
     assert all("\x1b" not in line for line in lines)
+
+
+def test_make_memory_show_reads_the_default_session_whatever_an_outer_make_left_in_the_environment(tmp_path):
+    """Under `make test` (or any make), the environment may hold SESSION set empty: the Default Session still."""
+    url = f"sqlite:///{tmp_path / 'langflow.db'}"
+    seed(url, SessionKey(uuid.UUID(FLOW), uuid.uuid4(), FLOW))
+
+    result = run_make("memory-show", f"FLOW={FLOW}", f"LOCAL_DB={url}", SESSION="", CONTEXT="")
+
+    assert result.returncode == 0, result.stderr
+    assert f"session {FLOW!r}" in result.stdout
