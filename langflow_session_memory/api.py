@@ -208,6 +208,7 @@ async def read_summary(
     except HTTPException:
         if done != summary_page.RESET:
             raise
+        await _require_flow(session, flow_id, user)  # says "reset" only in a flow of the caller's
         page = summary_page.reset_page(str(flow_id), session_id, to_root=_to_root(request))
         return HTMLResponse(page, headers=summary_page.HEADERS)
     return _page(request, row, notice=done)

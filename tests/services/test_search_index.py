@@ -313,7 +313,7 @@ async def test_a_kept_fact_goes_with_the_message_it_came_from_and_with_a_reset(s
     assert len(await kept_facts(sessions, key)) == facts - 1
 
     async with sessions.begin() as session:
-        await store.reset(session, key.flow_id, owner_id=key.owner_id, session_id=key.session_id, context_id=None)
+        await store.reset(session, key.flow_id, owner_id=key.owner_id, session_id=key.session_id, context_id="")
     assert await kept_facts(sessions, key) == []
 
 
@@ -330,3 +330,21 @@ async def test_the_sweep_keeps_a_fact_whose_source_is_unknown_and_the_newest_ent
     await sweep(sessions)
 
     assert [body for body, _ in await kept_facts(sessions, key)] == ["Owns a bicycle called Zephyr"]
+
+
+async def test_with_the_index_dropped_a_fold_that_drops_facts_still_commits(service, sessions, key, captured_logs):
+    original = store.replace_summary
+
+    async def replaced_then_dropped(session, key_, summary, *, version):  # the index goes between two folds
+        await session.execute(text("DROP TABLE session_memory_search_entry"))
+        return await original(session, key_, summary, version=version)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "replace_summary", replaced_then_dropped)
+        await fold_dropping_the_marathon_fact(service, sessions, key)
+
+    async with sessions() as session:
+        state = await store.load(session, key)
+    assert MARATHON_FACT not in state.summary  # the fold that dropped it committed
+    assert "User's sister Ana moved to Porto in March" in state.summary
+    assert any("session_memory_index_failed where=notes" in line for line in events(captured_logs))

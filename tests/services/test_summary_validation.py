@@ -177,3 +177,9 @@ def test_a_summary_of_a_batch_of_short_messages_may_be_longer_than_the_batch():
         "- the user confirmed each step of the plan with a single word and asked nothing new"
     )
     assert kept(summary, acknowledgements) == summary
+
+
+def test_headings_with_their_items_on_the_same_line_are_read_as_qwen_writes_them():
+    result = salvaged("Key facts: - PRJ-123 on the EU cluster\nConversation so far: - work - the band", batch=BATCH)
+    assert (result.update.facts, result.update.conversation) == (("PRJ-123 on the EU cluster",), ("work", "the band"))
+    assert result.repairs == ()

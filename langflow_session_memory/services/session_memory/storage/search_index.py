@@ -251,7 +251,7 @@ async def keep_dropped_facts(session: AsyncSession, key: SessionKey, facts: Sequ
                 "flow_id": key.flow_id,
                 "owner_id": key.owner_id,
                 "session_id": key.session_id,
-                "context_id": key.context_id,
+                "context_id": key.context_id or None,  # as a message without a context is indexed
                 "timestamp": before.timestamp if source is None else source.timestamp,
                 "sender": NOTES_SENDER,
                 "sender_name": "",
@@ -286,12 +286,13 @@ async def _source_of(session: AsyncSession, key: SessionKey, fact: str, *, befor
 async def forget_dropped_facts(
     session: AsyncSession, flow_id, *, owner_id, session_id: str, context_id: str | None
 ) -> int:
-    """Delete the facts kept for a chat (one context, or all of them; every owner when ``owner_id`` is None): a reset
-    forgets the notes, and what they lost with them."""
+    """Delete the facts kept for a chat (one context, "" the Agent without one, None all of them; every owner when
+    ``owner_id`` is None): a reset forgets the notes, and what they lost with them."""
     conditions = [ENTRY.c.flow_id == flow_id, ENTRY.c.session_id == session_id, ENTRY.c.sender == NOTES_SENDER]
-    for narrowed, value in ((ENTRY.c.owner_id, owner_id), (ENTRY.c.context_id, context_id)):
-        if value is not None:
-            conditions.append(narrowed == value)
+    if owner_id is not None:
+        conditions.append(ENTRY.c.owner_id == owner_id)
+    if context_id is not None:
+        conditions.append(ENTRY.c.context_id == context_id if context_id else ENTRY.c.context_id.is_(None))
     return (await session.execute(delete(ENTRY).where(*conditions))).rowcount
 
 

@@ -134,10 +134,10 @@ def salvaged(answer: str, *, batch: Sequence[ChatLine]) -> Salvaged:
 
     A small model's answer is mostly good facts with a flaw: a line copied from the instructions (dropped),
     one heading missing or misspelled (repaired: lines before any heading are facts; an answer with neither
-    is not notes at all), a character no database
-    stores (removed), more words than the batch warrants (cut by the notes' own rule, :func:`notes.fitted`:
-    the oldest topics, then the oldest facts, which the fold keeps in the index). Refusing it whole paused the
-    session for 10 minutes and asked the same again (issue 53).
+    is not notes at all), a character no database stores (removed), more words than the batch warrants (cut
+    by the notes' own rule, :func:`notes.fitted`: the oldest topics, then the oldest facts, which the fold
+    keeps in the index). Refusing it whole paused the session for 10 minutes and asked the same again
+    (issue 53).
     """
     text = normalized_headings(answer.strip())
     if not _visible(text):
@@ -156,10 +156,11 @@ def salvaged(answer: str, *, batch: Sequence[ChatLine]) -> Salvaged:
     copied = f"{len(lines) - len(kept)} of {len(lines)} copied from the fold instructions"
     if not any(_visible(line) for line in (*written.facts, *written.conversation)):
         raise SummaryRejectedError(f"summary has no usable line ({copied})")
-    headings = {_CANONICAL_HEADINGS[heading.lower()] for heading in SECTION_HEADINGS}
-    if not headings & set(kept):  # not notes at all ("Sure! Here is a poem"): no heading to repair
+    # A heading on a line of its own, or with its items after it ("Conversation so far: - work - the band").
+    named = {heading for heading in SECTION_HEADINGS for line in kept if _plain_words(line).startswith(heading.lower())}
+    if not named:  # not notes at all ("Sure! Here is a poem"): no heading to repair
         raise SummaryRejectedError(f"summary has neither section heading ({copied})")
-    if not headings <= set(kept):
+    if len(named) < len(SECTION_HEADINGS):
         repairs.append("headings_repaired")
     fit = notes.fitted(written, allowed_words(batch), SUMMARY_CHARACTER_LIMIT)
     return Salvaged(
