@@ -54,7 +54,11 @@ def last_answer(address: str, flow_id: str) -> str:
 
 
 def test_the_quick_start_on_a_real_local_model_recalls_the_project(tmp_path, page, real_model):
-    environment = {**LOCAL_SERVER, "OPENAI_COMPATIBLE_BASE_URL": real_model["url"]}
+    environment = {
+        **LOCAL_SERVER,
+        "OPENAI_COMPATIBLE_BASE_URL": real_model["url"],
+        "LANGFLOW_SSRF_ALLOWED_HOSTS": "127.0.0.2",  # the operator's choice: make run never widens it
+    }
     with started_make_run(tmp_path, "MODEL=openai-compatible", environment=environment) as running:
         address, flow_id = running.starter_flow()
         assert f"its Agent on OpenAI Compatible {MODEL_ALIAS}" in running.printed()

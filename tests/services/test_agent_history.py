@@ -10,7 +10,7 @@ from lfx.schema.properties import Properties, Usage
 from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory.agent import guard, hooks
-from langflow_session_memory.services.session_memory.agent.guard import begin_turn, run_state
+from langflow_session_memory.services.session_memory.agent.guard import begin_turn, request_tokens, run_state
 from langflow_session_memory.services.session_memory.agent.hooks import (
     CONTEXT_TOO_LONG,
     agent_model,
@@ -21,6 +21,7 @@ from langflow_session_memory.services.session_memory.agent.hooks import (
 )
 from langflow_session_memory.services.session_memory.agent.playground import memory_step, step_facts
 from langflow_session_memory.services.session_memory.agent.search_tool import SEARCH_UNAVAILABLE, search_tool
+from langflow_session_memory.services.session_memory.rules.assembly import summary_messages
 from langflow_session_memory.services.session_memory.rules.state import SessionState
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
@@ -308,3 +309,14 @@ async def test_a_run_whose_compacted_history_is_no_smaller_is_not_run_again(monk
     with pytest.raises(ValueError, match="maximum context length"):  # the provider's refusal, as the stock Agent's
         await run_with_context_recovery(component, agent=None, run=agent_run)
     assert len(model.calls) == 1
+
+
+async def test_a_compacted_history_over_a_small_window_keeps_the_newest_notes_that_fit(key):
+    summary = "Key facts:\n" + "".join(f"- fact {i}: the base model wrote this line\n" for i in range(30))
+    turn = Turn(key, 10, None, context_window=2048, fixed_tokens=1700)  # a pasted log fills most of the window
+    assert request_tokens(turn, summary_messages(summary, [])) > 2048
+
+    history = await hooks._with_newest_notes(turn, History(messages=summary_messages(summary, []), summary=summary))
+
+    assert request_tokens(turn, history.messages) <= 2048
+    assert history.summary.splitlines()[-2] == "- fact 29: the base model wrote this line"  # the newest kept

@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langflow_session_memory.services.session_memory.summary.notes import Notes, merged, parsed
+from langflow_session_memory.services.session_memory.summary.notes import Notes, merged, newest_within, parsed
 
 PREVIOUS = "Key facts:\n- Sister Priya lives in Lisbon\n- Bought a green Subaru\nConversation so far:\n- family, cars"
 
@@ -58,3 +58,14 @@ def test_notes_fit_the_limit_and_lose_only_their_oldest_facts_counted(earlier, n
     every = merged(previous, Notes(facts=tuple(new)).text(), 10_000).notes.facts
     assert result.notes.words() <= limit or not result.notes.facts
     assert result.dropped_facts + result.notes.facts == every  # nothing lost: the oldest dropped, the newest kept
+
+
+def test_the_newest_notes_that_fit_are_kept_and_none_when_nothing_fits():
+    summary = Notes(facts=tuple(f"fact {i} about the project" for i in range(40))).text()
+
+    kept = newest_within(summary, lambda text: len(text.split()) <= 100, 300)
+
+    assert len(kept.split()) <= 100
+    assert parsed(kept).facts[-1] == "fact 39 about the project"  # the newest stay
+    assert newest_within(summary, lambda text: text == "", 300) == ""  # no notes, the rest still sent
+    assert newest_within(summary, lambda _text: False, 300) is None

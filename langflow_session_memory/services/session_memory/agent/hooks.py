@@ -36,12 +36,13 @@ from langflow_session_memory.services.session_memory.agent.guard import (
 from langflow_session_memory.services.session_memory.agent.retry_smaller import Smaller, retry_smaller_once
 from langflow_session_memory.services.session_memory.agent.search_tool import with_search_tool
 from langflow_session_memory.services.session_memory.rules import context_size
-from langflow_session_memory.services.session_memory.rules.assembly import summary_text
+from langflow_session_memory.services.session_memory.rules.assembly import summary_messages, summary_text
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import tool_result_share
 from langflow_session_memory.services.session_memory.storage import search_index
+from langflow_session_memory.services.session_memory.summary import notes
 from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_WORD_LIMIT
 
 # The node's help texts, from the policy the service folds by.
@@ -412,6 +413,24 @@ def _refused_as_too_long(component, turn, error: Exception) -> bool:
     )
 
 
+async def _with_newest_notes(turn, history):
+    """The summary-only history with as many of its newest notes as fit the window (a 300-word summary on a
+    2,048-token window with a pasted message), logged; None when not even the message alone fits."""
+
+    def fits(summary: str) -> bool:
+        return request_tokens(turn, summary_messages(summary, [])) <= turn.context_window
+
+    summary = notes.newest_within(history.summary, fits, SUMMARY_WORD_LIMIT)
+    if summary is None:
+        return None
+    messages = summary_messages(summary, [])
+    await logger.awarning(
+        f"{log_events.OVERFLOW} action=cut_notes size_after={request_tokens(turn, messages)} "
+        f"context_window={turn.context_window}"
+    )
+    return replace(history, messages=messages, summary=summary)
+
+
 async def _compacted_history(component):
     """The summary-only history, or None when even that cannot fit (so retrying is pointless)."""
     state = run_state(component)
@@ -425,7 +444,9 @@ async def _compacted_history(component):
         f"folded={history.folded}"
     )
     if turn.context_window and size_after > turn.context_window:
-        return None
+        history = await _with_newest_notes(turn, history)
+        if history is None:
+            return None
     if state.history is not None:
         history = replace(history, fold_usage=history.fold_usage + state.history.fold_usage)
     state.history = history

@@ -10,6 +10,7 @@ kept in the full-text index (``storage.search_index.keep_dropped_facts``), where
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from langflow_session_memory.services.session_memory.summary.prompt import SECTION_HEADINGS
@@ -89,6 +90,16 @@ def fitted(notes: Notes, word_limit: int, character_limit: int | None = None) ->
     while over() and facts:
         dropped_facts.append(facts.pop(0))
     return Merged(Notes(tuple(facts), tuple(conversation)), dropped_conversation, tuple(dropped_facts))
+
+
+def newest_within(summary: str, fits: Callable[[str], bool], word_limit: int) -> str | None:
+    """The newest of ``summary``'s notes that ``fits`` accepts, cut by the limit's own rule (:func:`fitted`) to half
+    of ``word_limit``, a quarter, and then none ("" where no notes fit but the rest does); None when nothing fits."""
+    for words in (word_limit // 2, word_limit // 4):
+        shorter = fitted(parsed(summary), words).notes
+        if (shorter.facts or shorter.conversation) and fits(shorter.text()):
+            return shorter.text()
+    return "" if fits("") else None
 
 
 def _without_repeats(lines: list[str]) -> list[str]:
