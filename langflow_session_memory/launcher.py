@@ -93,13 +93,14 @@ def require_reachable(url: str, model: str, environ: Mapping[str, str]) -> None:
     names its host, and its allow-list is by host: naming ``localhost`` opens every port on it to every
     flow's URL and API Request tools, so the launcher never adds it for the operator.
     """
-    from lfx.utils.ssrf_protection import is_host_allowed
+    from lfx.utils.ssrf_protection import is_host_allowed, is_ip_blocked
 
     if environ.get("LANGFLOW_SSRF_PROTECTION_ENABLED", "true").strip().lower() in ("false", "0", "no", "off"):
         return
     host = url_host(url)
+    address = _address(host)  # resolved once; unresolved counts as blocked, as Langflow counts it
     allowed = [item.strip() for item in environ.get("LANGFLOW_SSRF_ALLOWED_HOSTS", "").split(",") if item.strip()]
-    if not _blocked(host) or is_host_allowed(host, _address(host), allowed):
+    if (address is not None and not is_ip_blocked(address)) or is_host_allowed(host, address, allowed):
         return
     raise CannotStart(
         f"Langflow's SSRF protection refuses the model server at {url} unless LANGFLOW_SSRF_ALLOWED_HOSTS names"
@@ -114,14 +115,6 @@ def _address(host: str) -> str | None:
         return socket.gethostbyname(host)
     except OSError:
         return None
-
-
-def _blocked(host: str) -> bool:
-    """Whether Langflow's SSRF protection blocks ``host``: it resolves to a loopback, private or link-local address."""
-    from lfx.utils.ssrf_protection import is_ip_blocked
-
-    address = _address(host)
-    return address is None or is_ip_blocked(address)
 
 
 class LocalModel(NamedTuple):

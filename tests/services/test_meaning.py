@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from langflow_session_memory.services.session_memory.rules.meaning import (
     MIN_POOL,
     MIN_STANDOUT,
-    cosine,
     fused,
+    similarities,
     standouts,
 )
 from langflow_session_memory.services.session_memory.rules.recall import best_excerpts
@@ -34,9 +34,10 @@ def unit(index: int, dimensions: int = 8, *, lean: float = 0.0) -> list[float]:
 
 
 def test_cosine_of_a_vector_with_itself_is_one_and_with_a_zero_vector_is_zero():
-    assert math.isclose(cosine([3, 4], [3, 4]), 1.0)
-    assert cosine([3, 4], [0, 0]) == 0.0
-    assert cosine([1, 0], [1, 0, 0]) == 0.0  # two models' vectors never compare
+    same, zero, other_model = similarities([3, 4], [[3, 4], [0, 0], [1, 0, 0]])
+    assert math.isclose(same, 1.0)
+    assert zero == 0.0
+    assert other_model == 0.0  # two models' vectors never compare
 
 
 def test_the_one_message_near_the_question_stands_out_of_a_pool_of_unrelated_ones():

@@ -28,11 +28,6 @@ RANK_CONSTANT = 60
 K = TypeVar("K", bound=Hashable)
 
 
-def cosine(first: Sequence[float], second: Sequence[float]) -> float:
-    """The cosine similarity of two vectors; 0 when either is all zeros or their lengths differ."""
-    return float(similarities(first, [second])[0])
-
-
 def similarities(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> np.ndarray:
     """The cosine similarity of ``query`` to each of ``vectors``, in one matrix product (the query's norm taken
     once); 0 for a vector of another length (another model's) or where either is all zeros."""

@@ -241,9 +241,10 @@ async def keep_dropped_facts(session: AsyncSession, key: SessionKey, facts: Sequ
     deletion takes the fact with it. A fact no message matches stands at ``before``, its source unknown. A fact kept
     already is kept once. Returns how many found their source."""
     scope = scope_token(key.flow_id, key.owner_id, key.session_id)
+    indexed, average_words = await chat_size(session, key, before=before, limit=ranking.INDEXED_COUNTED)
     values, sourced = [], 0
     for fact in facts:
-        source = await _source_of(session, key, fact, before=before)
+        source = await _source_of(session, key, fact, before=before, chat=(indexed, average_words))
         sourced += source is not None
         values.append(
             {
@@ -268,8 +269,11 @@ async def keep_dropped_facts(session: AsyncSession, key: SessionKey, facts: Sequ
     return sourced
 
 
-async def _source_of(session: AsyncSession, key: SessionKey, fact: str, *, before: Cursor) -> Indexed | None:
-    """The indexed message before ``before`` that ranks best for ``fact``'s words (a kept fact is not a source)."""
+async def _source_of(
+    session: AsyncSession, key: SessionKey, fact: str, *, before: Cursor, chat: tuple[int, float]
+) -> Indexed | None:
+    """The indexed message before ``before`` that ranks best for ``fact``'s words (a kept fact is not a source);
+    ``chat``: the messages before ``before`` as BM25 counts them (:func:`chat_size`)."""
     found = await matching_each(
         session,
         key,
@@ -278,8 +282,7 @@ async def _source_of(session: AsyncSession, key: SessionKey, fact: str, *, befor
         limit=ranking.CANDIDATES_PER_WORD,
         read_characters=0,
     )
-    indexed, average_words = await chat_size(session, key, before=before, limit=ranking.INDEXED_COUNTED)
-    hits = ranking.rank(found, messages=indexed, average_words=average_words)
+    hits = ranking.rank(found, messages=chat[0], average_words=chat[1])
     return next((hit.found for hit in hits if hit.found.sender != NOTES_SENDER), None)
 
 

@@ -161,8 +161,8 @@ async def _fold_chunk(
     try:
         salvage = salvaged(text, batch=chunk)
     except SummaryRejectedError as error:
-        _spent(error, spent)
         if not incomplete:
+            _spent(error, spent)
             raise
         # Nothing usable before the cut: said as the cut, and a stream the server ended asks the same again.
         refused = SummaryRejectedError if read_past_budget or incomplete != _INTERRUPTED else StreamInterruptedError
