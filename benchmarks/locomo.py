@@ -32,6 +32,8 @@ from pathlib import Path
 from benchmarks import sections
 from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.eval import Configuration
+from benchmarks.inprocess import FOLD_EVENT, PROBLEM_EVENTS
+from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.rules import ranking
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 
@@ -40,6 +42,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 REPORT = "eval.md"
 MARKER = "<!-- benchmarks.locomo: real model -->"
 OLDER_THAN = 100
+SALVAGED_EVENT = log_events.SALVAGED.name
 # Single-hop (4) and multi-hop (1) questions: the answer was said; temporal (2), open-domain (3) and adversarial (5)
 # ones ask for a date computed, an inference or a refusal.
 CATEGORIES = (4, 1)
@@ -81,6 +84,20 @@ class Result:
     answers: list[str] = field(default_factory=list)
     quoted: list[bool | None] = field(default_factory=list)
     turn_seconds: list[float] = field(default_factory=list)
+    # With the switch on: messages folded after the first turn, of those older than the window; every fold and
+    # salvage; each problem event (a failed fold, a pause, a fallback) by name, over the whole run.
+    folded_first: tuple[int, int] | None = None
+    folds: int = 0
+    salvaged: int = 0
+    problems: Counter = field(default_factory=Counter)
+
+    def folding(self) -> str:
+        if self.folded_first is None:
+            return "-"
+        folded, older = self.folded_first
+        problems = ", ".join(f"{name} {count}" for name, count in sorted(self.problems.items())) or "none"
+        salvaged = f"{self.folds} folds, {self.salvaged} salvaged"
+        return f"{folded}/{older} folded after turn 1; {salvaged}; problems: {problems}"
 
     def f1(self, conversation: Conversation) -> float:
         return statistics.mean(token_f1(a, q.answer) for a, q in zip(self.answers, conversation.questions, strict=True))
@@ -174,14 +191,21 @@ def run_configuration(app: LangflowApp, flow: tuple[str, str], configuration: Co
     tweaks = {agent_id: configuration.tweaks()}
     ids = store(app, flow_id, session_id, conversation, conversation.turns)
     result = Result(configuration)
+    app.log.read_events()
     timed_turn(app, result, flow_id, "Hi again! I have a few questions about what we talked about.", session_id, tweaks)
     result.turn_seconds.clear()
+    if configuration.session_memory:
+        result.folded_first = (app.state(session_id)[0], len(ids) - configuration.n_messages)
     for question in conversation.questions:
         prompt = PROMPT.format(question=question.text)
         if configuration.session_memory:
             evidence = [ids[dia_id] for dia_id in question.evidence if dia_id in ids]
             result.quoted.append(quoted_before_asking(app, flow_id, session_id, prompt, evidence))
         result.answers.append(timed_turn(app, result, flow_id, prompt, session_id, tweaks))
+    events = app.log.read_events()
+    result.folds = sum(event["event"] == FOLD_EVENT for event in events)
+    result.salvaged = sum(event["event"] == SALVAGED_EVENT for event in events)
+    result.problems = Counter(event["event"] for event in events if event["event"] in PROBLEM_EVENTS)
     return result
 
 
@@ -228,6 +252,11 @@ def section(results: list[Result], conversations: list[Conversation], *, name: s
                 f"{result.configuration.label} | {f1:.2f} | {share} | {quoted} | "
                 f"{statistics.median(result.turn_seconds):.1f} |"
             )
+    lines += ["", "Folding with the switch on (Langflow's log over the configuration's run):", ""]
+    for index, conversation in enumerate(conversations):
+        for result in results[index * per : (index + 1) * per]:
+            if result.folded_first is not None:
+                lines.append(f"- conversation {conversation.name}: {result.folding()}")
     for index, conversation in enumerate(conversations):
         chunk = results[index * per : (index + 1) * per]
         lines += [
@@ -286,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                     result = run_configuration(app, flow, configuration, conversation)
                 print(  # noqa: T201
                     f"  F1 {result.f1(conversation):.2f}, quoted {result.quoted}, "
-                    f"median turn {statistics.median(result.turn_seconds):.1f} s",
+                    f"median turn {statistics.median(result.turn_seconds):.1f} s; folding: {result.folding()}",
                     flush=True,
                 )
                 results.append(result)
