@@ -93,7 +93,7 @@ run: install
 # real-model tier's build and model: minutes the first time, seconds after), Langflow's OpenAI provider pointed at it.
 run-local: install
 	@mkdir -p .langflow
-	@UV="$(UV)" PYTHON="$(PYTHON)" $(LANGFLOW_ENV) $(BIN)/python -m tests.real_model.tier run --host $(HOST) --port $(PORT)
+	@UV="$(UV)" PYTHON="$(PYTHON)" $(LANGFLOW_ENV) $(BIN)/python -m local_model.tier run --host $(HOST) --port $(PORT)
 
 # The bundled model server alone, for a Langflow started otherwise.
 model-server: install
@@ -129,21 +129,22 @@ memory-reset: install
 	@$(NEED_FLOW)$(MEMORY) reset --flow-id "$$MEMORY_FLOW" --session-id "$$MEMORY_SESSION" $(CONTEXT_OPTION)
 
 # The demo and the benchmarks (benchmarks/, results written to docs/); both use fresh databases of their own.
-# `make demo MODEL=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against a real model; OPENAI_BASE_URL points
-# it at any OpenAI-compatible server. A slow local model: TURNS= (filler turns), MAX_TOKENS= (the Agent's Max
-# Tokens), CONTEXT= (its context window, declared on the Agent).
+# `make demo MODEL_NAME=gpt-4o-mini` (with OPENAI_API_KEY set) runs the demo against a real model; OPENAI_BASE_URL
+# points it at any OpenAI-compatible server. A slow local model: TURNS= (filler turns), MAX_TOKENS= (the Agent's Max
+# Tokens), WINDOW= (its context window in tokens, declared on the Agent).
 # `make bench BENCH_ARGS=--quick` runs smaller sizes; `.venv/bin/python -m benchmarks.run --help` lists every knob.
-# `make eval` runs the recall eval (docs/eval.md); `make eval QUICK=1` a reduced one; MODEL=, MAX_TOKENS=, CONTEXT= as
-# for the demo, EVAL_ARGS= for its sizes (`.venv/bin/python -m benchmarks.eval --help`).
-MODEL ?=
+# `make eval` runs the recall eval (docs/eval.md); `make eval QUICK=1` a reduced one; MODEL_NAME=, MAX_TOKENS=,
+# WINDOW= as for the demo, EVAL_ARGS= for its sizes (`.venv/bin/python -m benchmarks.eval --help`).
+# Each variable means one thing: MODEL is `make run`'s model server, CONTEXT the Agent Context ID of `make memory-*`.
+MODEL_NAME ?=
 BENCH_ARGS ?=
 QUICK ?=
 TURNS ?=
 MAX_TOKENS ?=
-CONTEXT ?=
+WINDOW ?=
 EVAL_ARGS ?=
-MODEL_SETTINGS = $(if $(MODEL),--model $(MODEL)) $(if $(MAX_TOKENS),--agent-max-tokens $(MAX_TOKENS)) \
-	$(if $(CONTEXT),--context-window $(CONTEXT))
+MODEL_SETTINGS = $(if $(MODEL_NAME),--model $(MODEL_NAME)) $(if $(MAX_TOKENS),--agent-max-tokens $(MAX_TOKENS)) \
+	$(if $(WINDOW),--context-window $(WINDOW))
 
 .PHONY: demo bench bench-one-slot eval eval-real eval-real-short eval-locomo test-real
 
@@ -165,16 +166,16 @@ eval: install
 # (built once, as for make test-real): stock Agent at N=100 and N=10, the switch on at N=10 (search on, off), an oracle; ~35 min,
 # into its section of docs/eval.md. eval-real-short: the scripted recall eval at a reduced size (~15 min).
 eval-real: install
-	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier long-chat $(EVAL_ARGS)
+	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m local_model.tier long-chat $(EVAL_ARGS)
 
 # Recall over a real long conversation (benchmarks/locomo.py: LoCoMo's conversation 26, 419 turns, 15 questions
 # about turns older than the newest 100) on the same Qwen: stock Agent N=10, the switch on N=10, an oracle; per
 # question whether the answering turn was quoted, and token F1; into docs/eval.md. EVAL_ARGS="--conversation 30".
 eval-locomo: install
-	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier locomo $(EVAL_ARGS)
+	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m local_model.tier locomo $(EVAL_ARGS)
 
 eval-real-short: install
-	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier eval $(EVAL_ARGS)
+	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m local_model.tier eval $(EVAL_ARGS)
 
 # The real-model tier (not part of `make test`): builds llama-cpp-python in .venv-real (once; the wheel and the models
 # are kept in ~/.cache/langflow-session-memory), serves Gemma 3 270M (survival on a base model) and then Qwen2.5-Coder
@@ -182,4 +183,4 @@ eval-real-short: install
 # REAL_MODEL=gemma|qwen runs one; REAL_MODEL_URL= runs the instruct-model tests against any OpenAI-compatible server
 # instead (docs/real-model.md).
 test-real: install
-	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m tests.real_model.tier
+	UV="$(UV)" PYTHON="$(PYTHON)" $(BIN)/python -m local_model.tier

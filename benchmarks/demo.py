@@ -9,7 +9,7 @@ run through tweaks on one flow.
 
 By default the model is the bundled deterministic server, which answers a recall question
 only with facts present in the request: the answer shows whether the facts reached the
-model. ``--model NAME`` (``make demo MODEL=gpt-4o-mini``) with ``OPENAI_API_KEY`` set uses
+model. ``--model NAME`` (``make demo MODEL_NAME=gpt-4o-mini``) with ``OPENAI_API_KEY`` set uses
 a real model instead, OpenAI's or, with ``OPENAI_BASE_URL`` set, any OpenAI-compatible
 server (llama.cpp, Ollama, vLLM, LM Studio; any key); token counts then come from the usage
 Langflow stores on the Agent's message. A slow local model wants a smaller run
@@ -152,7 +152,7 @@ def document(rows: list[DemoRow], *, model: str, real_model: bool, seconds: floa
         [
             f"# Demo: does the first message survive {turns} turns?",
             "",
-            "Produced by `make demo` (`python -m benchmarks.demo`); `make demo MODEL=gpt-4o-mini` with "
+            "Produced by `make demo` (`python -m benchmarks.demo`); `make demo MODEL_NAME=gpt-4o-mini` with "
             "`OPENAI_API_KEY` set runs the same against the real model.",
             "",
             "The real Langflow app runs in-process (`TestClient(create_app())`, this extension installed as a user "
@@ -208,7 +208,9 @@ def main(argv: list[str] | None = None) -> None:
     arguments = parser.parse_args(argv)
     real_model = bool(arguments.model)
     if real_model and not os.environ.get("OPENAI_API_KEY"):
-        parser.error("--model (make demo MODEL=...) talks to a real model and needs OPENAI_API_KEY (any value locally)")
+        parser.error(
+            "--model (make demo MODEL_NAME=...) talks to a real model: it needs OPENAI_API_KEY (any value locally)"
+        )
     started = time.perf_counter()
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lsm-demo-", ignore_cleanup_errors=True)))

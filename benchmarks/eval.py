@@ -20,7 +20,7 @@ gpt-4o's, gpt-4.1's and gpt-5's cached-input rates; every configuration starts w
 cache. The stock Agent and the switch on with search then run again on Langflow's Anthropic
 provider, against the same server's Messages API, which caches by Anthropic's rules at the
 breakpoints a request marks and reports what it read and wrote (``--no-anthropic`` leaves that
-run out). ``--model NAME`` (``make eval MODEL=gpt-4o-mini``) uses a real OpenAI-compatible model
+run out). ``--model NAME`` (``make eval MODEL_NAME=gpt-4o-mini``) uses a real OpenAI-compatible model
 with the usual ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``; tokens are then the usage Langflow
 stores, which holds no cached tokens, so nothing is billed.
 """
@@ -556,7 +556,7 @@ def document(results: list[Result], *, size: Size, seconds: float, anthropic: li
             f"**{headline(results, anthropic=anthropic)}**",
             "",
             "Produced by `make eval` (`python -m benchmarks.eval`); `make eval QUICK=1` runs a reduced version in a "
-            "few minutes; `make eval MODEL=gpt-4o-mini` (with `OPENAI_API_KEY`, and `OPENAI_BASE_URL` for another "
+            "few minutes; `make eval MODEL_NAME=gpt-4o-mini` (with `OPENAI_API_KEY`, and `OPENAI_BASE_URL` for another "
             "OpenAI-compatible server) runs it against a real model, and `make eval-real` against Qwen2.5-Coder 1.5B "
             "Instruct served on this machine, each into its own section "
             "([On a real model](#on-a-real-model-qwen25-coder-15b-instruct)); `EVAL_ARGS=--no-anthropic` leaves "
@@ -708,7 +708,7 @@ def real_model_section(
     stock_prompt, stock_evaluated = tokens[id(results[0])]
     source = (
         "the server's own count of every request (folds included), and of what its one slot evaluated past the "
-        "prefix it had cached (`tests/real_model/serve_llama_cpp.py --request-log`)"
+        "prefix it had cached (`local_model/serve_llama_cpp.py --request-log`)"
         if server_log
         else "the usage Langflow stored with each answer (fold calls included)"
     )
@@ -825,7 +825,9 @@ def main(argv: list[str] | None = None) -> None:
     if not (1 <= size.updates**2 <= size.facts <= min(MAX_FACTS, size.filler_turns) and size.logs < size.filler_turns):
         parser.error(f"need 1 <= updates^2 <= facts <= {MAX_FACTS}, facts <= filler turns and logs < filler turns")
     if arguments.model and not os.environ.get("OPENAI_API_KEY"):
-        parser.error("--model (make eval MODEL=...) talks to a real model and needs OPENAI_API_KEY (any value locally)")
+        parser.error(
+            "--model (make eval MODEL_NAME=...) talks to a real model: it needs OPENAI_API_KEY (any value locally)"
+        )
     started = time.perf_counter()
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lsm-eval-", ignore_cleanup_errors=True)))

@@ -177,7 +177,7 @@ def section(results: list[Result], *, name: str, seconds: float, session, server
             [
                 "",
                 f"*{EMBEDDINGS.label}*: Langflow's Embedding Model component (Ollama provider) wired to the Agent's "
-                "Embedding Model, served all-MiniLM-L6-v2 by the tier (`tests/real_model/serve_embeddings.py`).",
+                "Embedding Model, served all-MiniLM-L6-v2 by the tier (`local_model/serve_embeddings.py`).",
             ]
             if any(result.configuration == EMBEDDINGS for result in results)
             else []

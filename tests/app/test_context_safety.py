@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from langflow_session_memory.services.session_memory.agent.hooks import CONTEXT_TOO_LONG
+from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG
 
 CONTEXT_LIMIT = 3000
 PASTED_LOG = "Here is the log:\n" + "2026-11-30 08:00:00 ERROR worker-7 connection reset by peer (retrying)\n" * 72

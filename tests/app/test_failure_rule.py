@@ -9,7 +9,12 @@ import uuid
 
 import pytest
 
-from langflow_session_memory.services.session_memory.agent import hooks, playground, prompt_caching, search_tool
+from langflow_session_memory.services.session_memory.agent import (
+    component_hooks,
+    playground,
+    prompt_caching,
+    search_tool,
+)
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.rules import call_fit
 from tests.app.langflow_client import CLAUDE, MODEL, turns_to_fold
@@ -44,11 +49,13 @@ def steps_of(response) -> list[str]:
 PLACES = [
     pytest.param(call_fit, "fit_call", MODEL, f"{FALLBACK} where=call_fit", id="call-fitting"),
     pytest.param(playground, "memory_step", MODEL, f"{FALLBACK} where=memory_step", id="session-memory-step"),
-    pytest.param(hooks, "_chat_usage", MODEL, f"{FALLBACK} where=usage", id="usage-accounting"),
+    pytest.param(component_hooks, "_chat_usage", MODEL, f"{FALLBACK} where=usage", id="usage-accounting"),
     pytest.param(playground, "stored_form", MODEL, f"{FALLBACK} where=stored_message", id="stored-message"),
     pytest.param(playground, "without_summary", MODEL, f"{FALLBACK} where=handed_on", id="answer-handed-on"),
-    pytest.param(hooks, "ModelCalls", MODEL, f"{FALLBACK} where=agent_model", id="agent-model"),
-    pytest.param(hooks, "CallFitMiddleware", MODEL, f"{FALLBACK} where=agent_middleware", id="agent-middleware"),
+    pytest.param(component_hooks, "ModelCalls", MODEL, f"{FALLBACK} where=agent_model", id="agent-model"),
+    pytest.param(
+        component_hooks, "CallFitMiddleware", MODEL, f"{FALLBACK} where=agent_middleware", id="agent-middleware"
+    ),
     pytest.param(search_tool, "search_tool", MODEL, f"{FALLBACK} where=agent_tools", id="agent-tools"),
     pytest.param(
         prompt_caching,

@@ -1,14 +1,15 @@
-"""Saved flows survive upgrades: the Session Memory Agent's code as every earlier commit wrote it runs on this package.
+"""Saved flows survive upgrades: the Session Memory Agent's code as every earlier version wrote it runs on this package.
 
 Langflow keeps a node's component code in the saved flow and runs that copy, not the installed file
 (docs/design.md, "Contracts"), so a flow saved with an earlier version of this extension runs the
-component code of that version against the package installed now. Each version of the component file in
-git history is built by Langflow from its code (``POST /api/v1/custom_component``), saved in a flow on a
-session whose first batch is folded, and run with the switch on: the model's request must carry the summary,
-which only the memory path puts there (the stock Agent's window of 2 holds turn 11 alone).
+component code of that version against the package installed now. Every version of the component that
+reached main is kept in ``saved_components/`` (named by its commit's UTC time and hash; no git history is needed,
+so the test runs in a shallow clone and from the sdist). Each is built by Langflow from its code
+(``POST /api/v1/custom_component``), saved in a flow on a session whose first batch is folded, and run with the
+switch on: the model's request must carry the summary, which only the memory path puts there (the stock Agent's
+window of 2 holds turn 11 alone).
 """
 
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -16,29 +17,9 @@ import pytest
 
 from tests.app.langflow_client import MODEL
 
-ROOT = Path(__file__).resolve().parents[2]
-COMPONENT = "langflow_session_memory/components/session_memory/session_memory_agent.py"
+SAVED = Path(__file__).resolve().parent / "saved_components"
 QUESTION = "Which code did I note in turn 3?"
-
-
-def component_versions() -> list[tuple[str, str]]:
-    """(commit, code) for every commit that changed the component file, newest first: from git, which CI's clone
-    holds whole (a checkout without its history cannot run this test, and says so). The file was never renamed."""
-    log = subprocess.run(["git", "log", "--format=%h", "--", COMPONENT], cwd=ROOT, capture_output=True, text=True)
-    if log.returncode != 0 or not log.stdout.split():
-        raise RuntimeError(f"the component's history is not readable from git here: {log.stderr.strip()}")
-    return [
-        (
-            commit,
-            subprocess.run(
-                ["git", "show", f"{commit}:{COMPONENT}"], cwd=ROOT, capture_output=True, text=True, check=True
-            ).stdout,
-        )
-        for commit in log.stdout.split()
-    ]
-
-
-VERSIONS = component_versions()
+VERSIONS = sorted(SAVED.glob("*.component"))
 
 
 def saved_with(langflow, flow_id: str, agent_id: str, code: str) -> None:
@@ -63,10 +44,9 @@ def saved_with(langflow, flow_id: str, agent_id: str, code: str) -> None:
 
 
 @pytest.mark.parametrize("langflow", ["sqlite"], indirect=True)
-@pytest.mark.parametrize(("commit", "code"), VERSIONS, ids=[commit for commit, _ in VERSIONS])
-def test_a_flow_saved_with_an_earlier_version_of_the_component_still_sends_its_summary(
-    langflow, fake_model, commit, code
-):
+@pytest.mark.parametrize("saved", VERSIONS, ids=[path.stem for path in VERSIONS])
+def test_a_flow_saved_with_an_earlier_version_of_the_component_still_sends_its_summary(langflow, fake_model, saved):
+    commit, code = saved.stem, saved.read_text(encoding="utf-8")
     session_id = f"saved-{commit}-{uuid.uuid4()}"
     flow_id, agent_id = langflow.seeded_folded_session(session_id)
     saved_with(langflow, flow_id, agent_id, code)
@@ -81,5 +61,6 @@ def test_a_flow_saved_with_an_earlier_version_of_the_component_still_sends_its_s
 
 
 def test_every_version_of_the_component_is_tried_back_to_the_first():
-    assert len(VERSIONS) >= 12  # the 12 versions up to 2026-12-05, and every later one
-    assert "class SessionMemoryAgentComponent" in VERSIONS[-1][1]
+    assert len(VERSIONS) >= 14  # the 14 versions up to 2026-12-06, and every later one
+    assert VERSIONS[0].stem.endswith("_144a3b0")  # the first, 2026-11-30 08:38 UTC
+    assert all("class SessionMemoryAgentComponent" in path.read_text(encoding="utf-8") for path in VERSIONS)

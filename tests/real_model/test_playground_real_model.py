@@ -12,6 +12,7 @@ import time
 import httpx
 from playwright.sync_api import expect
 
+from local_model.tier import QWEN_ALIAS
 from tests.app.test_playground_browser import (
     agent_on_canvas,
     opened_memory_step,
@@ -20,7 +21,6 @@ from tests.app.test_playground_browser import (
 )
 from tests.app.test_session_memory_agent import FACT, QUESTION
 from tests.browser import SCREENSHOTS
-from tests.real_model.tier import QWEN_ALIAS
 
 QUICK_START_MESSAGES = 11
 MODEL_ALIAS = QWEN_ALIAS[1]  # the tier's --model_alias, what /v1/models lists

@@ -9,19 +9,23 @@ from lfx.schema.message import Message
 from lfx.schema.properties import Properties, Usage
 from sqlalchemy.exc import OperationalError
 
-from langflow_session_memory.services.session_memory.agent import guard, hooks
-from langflow_session_memory.services.session_memory.agent.guard import begin_turn, request_tokens, run_state
-from langflow_session_memory.services.session_memory.agent.hooks import (
-    CONTEXT_TOO_LONG,
+from langflow_session_memory.services.session_memory.agent import component_hooks, guard
+from langflow_session_memory.services.session_memory.agent.component_hooks import (
     agent_model,
     finish_turn,
     history_with_memory,
-    memory_switched_on,
     run_with_context_recovery,
+)
+from langflow_session_memory.services.session_memory.agent.guard import (
+    begin_turn,
+    memory_switched_on,
+    request_tokens,
+    run_state,
 )
 from langflow_session_memory.services.session_memory.agent.playground import memory_step, step_facts
 from langflow_session_memory.services.session_memory.agent.search_tool import SEARCH_UNAVAILABLE, search_tool
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages
+from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG
 from langflow_session_memory.services.session_memory.rules.state import SessionState
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
@@ -41,7 +45,7 @@ def compaction_that_works(monkeypatch):
     async def compacted(component):
         return SimpleNamespace(messages=[])
 
-    monkeypatch.setattr(hooks, "_compacted_history", compacted)
+    monkeypatch.setattr(component_hooks, "_compacted_history", compacted)
 
 
 def agent_with_memory(model, key) -> SimpleNamespace:
@@ -299,7 +303,7 @@ async def test_a_run_whose_compacted_history_is_no_smaller_is_not_run_again(monk
     async def as_large(component):  # a summary as long as the history it replaces
         return SimpleNamespace(messages=list(component.chat_history))
 
-    monkeypatch.setattr(hooks, "_compacted_history", as_large)
+    monkeypatch.setattr(component_hooks, "_compacted_history", as_large)
     model = ScriptedChatModel(script=[REFUSAL, "an answer"])
     component = agent_with_memory(model, key)
 
@@ -316,7 +320,9 @@ async def test_a_compacted_history_over_a_small_window_keeps_the_newest_notes_th
     turn = Turn(key, 10, None, context_window=2048, fixed_tokens=1700)  # a pasted log fills most of the window
     assert request_tokens(turn, summary_messages(summary, [])) > 2048
 
-    history = await hooks._with_newest_notes(turn, History(messages=summary_messages(summary, []), summary=summary))
+    history = await component_hooks._with_newest_notes(
+        turn, History(messages=summary_messages(summary, []), summary=summary)
+    )
 
     assert request_tokens(turn, history.messages) <= 2048
     assert history.summary.splitlines()[-2] == "- fact 29: the base model wrote this line"  # the newest kept

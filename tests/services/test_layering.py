@@ -26,8 +26,6 @@ RANKS = {
     "runtime": 6,
     "agent": 7,
     "agent_history": 8,
-    "playground": 8,
-    "recall_tool": 8,
     "fixed_values": 9,
 }
 

@@ -9,7 +9,7 @@ from lfx.schema.legacy_render import render_v1_content_blocks
 from lfx.schema.message import Message
 from markdown_it import MarkdownIt
 
-from langflow_session_memory.services.session_memory.agent.hooks import stored_message
+from langflow_session_memory.services.session_memory.agent.component_hooks import stored_message
 from langflow_session_memory.services.session_memory.agent.playground import (
     STEP_NAME,
     as_text,

@@ -284,8 +284,8 @@ class SessionMemoryService:
         """Add to the full-text index the chat's messages that the next turn's window leaves out (all but the newest
         ``n_messages - 1``: the next input comes in), one bounded batch a transaction; how many were indexed.
 
-        Run after an answer (``agent.hooks``), never inside a turn. It never raises: a failure is logged and the
-        next answer takes up where it stopped, since the index's newest entry is where it goes on from.
+        Run after an answer (``agent.component_hooks``), never inside a turn. It never raises: a failure is logged
+        and the next answer takes up where it stopped, since the index's newest entry is where it goes on from.
         """
         if turn.n_messages <= 0:
             return 0

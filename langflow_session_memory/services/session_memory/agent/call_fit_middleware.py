@@ -3,7 +3,7 @@ provider still refuses one as too long, retried once, smaller, in the same turn.
 
 A LangChain middleware around each model call (lfx's ``_build_middleware``): retrying the call,
 not the Agent's run, runs no tool twice and stores the user's message once. The turn's first
-call is left to :func:`hooks.run_with_context_recovery`, which folds the history into
+call is left to :func:`component_hooks.run_with_context_recovery`, which folds the history into
 a new summary before it runs the Agent again (no tool has run yet).
 
 Only ``awrap_model_call``: Langflow runs the Agent's graph asynchronously (``astream_events``).

@@ -26,6 +26,33 @@ STEP_NAME = "Session memory"
 STEP_ICON = "Brain"
 STEP_HEADER = {"title": STEP_NAME, "icon": STEP_ICON}
 SUMMARY_KEPT_OUT = "The summary is not stored with the answer"
+# Every count a step may carry beside its text (its "Metadata"), with what it says: a contract, since scripts read
+# stored steps (docs/design.md's Contracts table; tests/test_contracts.py finds every key the code writes).
+STEP_FIELDS = {
+    "earlier_messages_summarized": "messages the summary covers",
+    "folded_this_turn": "messages folded inside this turn",
+    "summary_words": "the summary's length in words",
+    "summary_page": "the address of the page that shows the summary",
+    "messages_waiting": "unfolded messages older than the window sent raw",
+    "waiting_tokens": "their estimated tokens",
+    "folded_early_because": "why the turn folded before answering",
+    "left_out_because": "why waiting messages were left out of the request",
+    "older_messages_quoted": "older messages quoted for the question",
+    "quoted_tokens": "their estimated tokens",
+    "folds_after_this_answer": "a fold starts after the answer",
+    "summaries_paused_until": "folding is paused for the session until then (UTC)",
+    "pause_reason": "why folding paused",
+    "usage": "how the turn's token counts were found (set when estimated)",
+    "cached_input_tokens": "input tokens the provider served from its prompt cache",
+    "cache_write_input_tokens": "input tokens written to the provider's prompt cache",
+    "fold_input_tokens": "input tokens of this turn's fold calls",
+    "fold_cached_input_tokens": "of those, served from the prompt cache",
+    "calls_fitted_to_window": "model calls made smaller to fit the window",
+    "retried_after_too_long": "a call was retried smaller after a 'prompt too long'",
+    "history_left_out": "history messages the last fitted call left out",
+    "tool_results_clipped": "tool results the last fitted call clipped",
+    "tool_result_tokens": "tool results' estimated tokens before and after clipping",
+}
 
 
 def step_output(text: str, facts: dict) -> dict:

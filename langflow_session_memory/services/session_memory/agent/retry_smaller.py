@@ -1,7 +1,7 @@
 """The one rule for a request the provider refuses as too long: made smaller, sent once more, then given up.
 
 Two places apply it: the turn's first model call, whose smaller form is the history folded into a new
-summary and the Agent run again (:func:`hooks.run_with_context_recovery`, no tool has run yet), and
+summary and the Agent run again (:func:`component_hooks.run_with_context_recovery`, no tool has run yet), and
 each call after a tool, whose smaller form is the call fitted harder (``call_fit_middleware``, so no
 tool runs twice). Both log the same ``session_context_overflow`` lines and end the same way: a second
 refusal, or a request that cannot be made smaller, ends the turn with :data:`CONTEXT_TOO_LONG` instead

@@ -25,7 +25,6 @@ from langflow_session_memory.services.session_memory.agent.guard import (
     begin_run,
     begin_turn,
     configured_context_window,
-    memory_switched_on,
     model_url,
     request_tokens,
     run_state,
@@ -37,7 +36,6 @@ from langflow_session_memory.services.session_memory.agent.retry_smaller import 
 from langflow_session_memory.services.session_memory.agent.search_tool import with_search_tool
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages, summary_text
-from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import tool_result_share
@@ -58,23 +56,6 @@ CONTEXT_WINDOW_INFO = (
     "still answers 'prompt too long', the turn is retried once with the summary alone. 0 = the window LangChain "
     "knows for the model."
 )
-
-__all__ = [
-    "CONTEXT_TOO_LONG",
-    "CONTEXT_WINDOW_INFO",
-    "SWITCH_INFO",
-    "ContextTooLongError",
-    "agent_middleware",
-    "agent_model",
-    "agent_model_once",
-    "agent_tools",
-    "finish_turn",
-    "history_with_memory",
-    "memory_switched_on",
-    "run_with_context_recovery",
-    "stored_message",
-    "with_memory_step",
-]
 
 
 def agent_model(component, llm):

@@ -13,9 +13,9 @@
    survival on a base model (``test_base_model.py``), Qwen's judge memory (``test_instruct_model.py``).
    The server is stopped whatever happens.
 
-``REAL_MODEL=gemma`` or ``REAL_MODEL=qwen`` runs one of the two. ``python -m tests.real_model.tier run`` (``make
+``REAL_MODEL=gemma`` or ``REAL_MODEL=qwen`` runs one of the two. ``python -m local_model.tier run`` (``make
 run-local``) serves Qwen for ``make run``: Langflow's OpenAI provider points at it. ``python -m
-tests.real_model.tier long-chat`` (``make eval-real``) serves Qwen the same way, with an 8,192-token window, and
+local_model.tier long-chat`` (``make eval-real``) serves Qwen the same way, with an 8,192-token window, and
 runs the long chatty session of ``benchmarks.long_chat`` against it; ``... tier eval`` (``make eval-real-short``)
 the scripted recall eval at a reduced size (``EVAL_SIZE``); each into its section of docs/eval.md. With
 ``REAL_MODEL_URL`` set, steps 1 and 2 are skipped and the instruct-model tests run against that server instead
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv-real"
 # Outside the checkout, so a clean clone (CI's) finds the wheel built by an earlier run.
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "langflow-session-memory" / "real-model"

@@ -68,7 +68,7 @@ def main() -> None:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format, *args):
+        def log_message(self, format, *args):  # noqa: ARG002 - BaseHTTPRequestHandler's signature; the log stays off
             return
 
     ThreadingHTTPServer((arguments.host, arguments.port), Handler).serve_forever()
