@@ -22,10 +22,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The whole suite in two processes (each backend's app tests in one; tests/conftest.py); it ends with its
+# The whole suite in one process per core (each backend's app tests in one; tests/conftest.py); it ends with its
 # wall-clock time (docs/testing.md).
 test: install
-	@started=$$(date +%s); $(BIN)/pytest -q -n 2 --dist loadgroup --durations=25; status=$$?; \
+	@started=$$(date +%s); $(BIN)/pytest -q -n auto --dist loadgroup --durations=25; status=$$?; \
 	echo "make test: $$(( $$(date +%s) - started )) s"; exit $$status
 
 # The wheel and the source distribution in dist/, checked as PyPI checks an upload (metadata, the README rendering).
@@ -41,7 +41,7 @@ test-install: dist
 
 # Everything but the tests that start Langflow (marker app, set in tests/conftest.py): docs/testing.md.
 test-fast: install
-	$(BIN)/pytest -q -n 2 -m "not app"
+	$(BIN)/pytest -q -n auto -m "not app"
 
 lint: install
 	$(BIN)/ruff check .

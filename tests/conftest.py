@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config, items):
 
     Tests that start an app of their own run first; then every test of the shared SQLite
     app, then of the shared PostgreSQL app (see ``tests/app/conftest.py``), so each shared
-    app starts once. Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) each
+    app starts once. Under pytest-xdist (``make test``: ``-n auto --dist loadgroup``) each
     backend's tests are one group, run by one worker; a test that starts an app of its own
     stops its worker's shared app first (``langflow_app.one_app_at_a_time``).
     """

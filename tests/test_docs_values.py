@@ -84,3 +84,8 @@ def test_the_pages_restate_the_promises_a_user_reads_so_this_check_reads_them():
 def test_a_stale_number_in_a_sentence_is_found():
     stale = "Messages older than those are folded, 25 at a time, and folding pauses for 15 minutes."
     assert [(stated in STATEMENTS[pattern]) for pattern, stated in statements(stale)] == [False, False]
+
+
+def test_the_readme_stays_a_front_door():
+    """The README says why, how to start and where to read on; measurements and history live in docs/."""
+    assert len((ROOT / "README.md").read_bytes()) <= 8 * 1024
