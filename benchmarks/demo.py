@@ -172,9 +172,9 @@ def document(rows: list[DemoRow], *, model: str, real_model: bool, seconds: floa
                 if real_model
                 else [
                     "When one sentence of the request holds the question's key words (cluster, project), the "
-                    "bundled server answers with that sentence's fact tokens (IDs, upper-case words); otherwise it "
-                    'lists every fact token it finds in the request: "AI" comes from the Agent\'s system prompt and '
-                    "INFO, POST, WARN, ERROR from the pasted log; only PRJ-123 and EU come from the first message.",
+                    "bundled server answers with that sentence's fact tokens (IDs, upper-case words); otherwise with "
+                    "those of the sentences sharing the most of them, and `I don't know.` when none shares one "
+                    "(docs/model-server.md). PRJ-123 and EU are said in the first message only.",
                     "",
                 ]
             ),

@@ -43,10 +43,14 @@ Answering rules:
      (the first ``YYYY-MM-DD HH:MM`` time in the line, then the text after the next ``": "``, so a sender named
      ``AI`` is no fact) and the newest text by that time holding a fact token and every key word gives the
      answer, as in rule 1; lines without a time count as older than any timed line. It never calls again.
-  4. Otherwise ``From our conversation: `` plus the distinct fact tokens of all other messages in order of first
-     appearance, or ``I don't know.`` when there are none.
+  4. Otherwise the sentences that share the most key words with the question (one at least) answer: ``From our
+     conversation: `` plus their distinct fact tokens, or the newest of them whole when they hold none (a fact said
+     in plain words; after a tool result, only fact tokens). A question no sentence shares a word with ("What's the
+     capital of Australia?") gets ``I don't know.``
 
-  Facts therefore only ever come from the request itself; a question asked twice gets the same answer.
+  Facts therefore only ever come from the request itself; a question asked twice gets the same answer. The server's
+  own earlier answers about the past (``From our conversation: ...``, ``From the tools: ...``, ``I don't know.``)
+  are never read as something said, in a chat or in a fold, wherever they are quoted.
 
 Fact tokens are IDs like ``PRJ-123`` (``[A-Z][A-Z0-9]*-\\d+``) or upper-case words like ``EU`` (``[A-Z]{2,}``).
 
@@ -139,6 +143,8 @@ USER_SPEAKER = re.compile(r"^(?:user|human)\s*:\s*", re.IGNORECASE)
 BULLET = re.compile(r"^[-*•]\s+")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 RECALL_WORDS = re.compile(r"\b(?:which|what|remember|were we)\b", re.IGNORECASE)
+# The server's own answers about the past: a model does not take its earlier answer for something said.
+OWN_ANSWER = re.compile(r"^(?:From our conversation|From the tools):|^I don't know\b")
 WORD = re.compile(r"[a-z0-9]+")
 # Words that say how a question is asked, not what it is about; they never decide which sentence answers it.
 STOP_WORDS = frozenset(
@@ -412,7 +418,7 @@ def summarize(messages: list[dict], *, verbose: bool = False, heading_style: str
                 section = stripped
                 continue
             line = _clean_line(raw)
-            if not line:
+            if not line or OWN_ANSWER.match(line):
                 continue
             for sentence in SENTENCE_END.split(line):
                 if fact_tokens(sentence):
@@ -465,13 +471,34 @@ def targeted_facts(words: list[str], texts: list[str]) -> list[str]:
     """Fact tokens of the last sentence (in ``texts`` order) that holds a fact token and every one of ``words``."""
     found: list[str] = []
     wanted = set(words)
-    for text in texts:
-        for line in text.splitlines():
-            for sentence in SENTENCE_END.split(line):
-                facts = fact_tokens(sentence)
-                if facts and wanted <= set(WORD.findall(sentence.lower())):
-                    found = list(dict.fromkeys(facts))
+    for sentence in said_sentences(texts):
+        facts = fact_tokens(sentence)
+        if facts and wanted <= set(WORD.findall(sentence.lower())):
+            found = list(dict.fromkeys(facts))
     return found if wanted else []
+
+
+def said_sentences(texts: list[str]) -> list[str]:
+    """The sentences of ``texts`` in order, each line without its bullet or speaker label, the server's own answers
+    about the past left out."""
+    lines = (_clean_line(line) for text in texts for line in text.splitlines())
+    return [sentence for line in lines if line and not OWN_ANSWER.match(line) for sentence in SENTENCE_END.split(line)]
+
+
+def closest_answer(words: list[str], texts: list[str], *, quote: bool = True) -> str:
+    """Rule 4: what the sentences sharing the most of ``words`` (one at least) say: their fact tokens, else (with
+    ``quote``) the newest of them; "I don't know." when no sentence shares a word. The server's "OK: ..." echoes
+    are not sentences here: each repeats the start of a message that is there whole."""
+    sentences = [sentence for sentence in said_sentences(texts) if not sentence.startswith("OK: ")]
+    scored = [(len(set(words) & set(WORD.findall(sentence.lower()))), sentence) for sentence in sentences]
+    best = max((score for score, _ in scored), default=0)
+    closest = [sentence for score, sentence in scored if best and score == best]
+    if not closest:
+        return "I don't know."
+    facts = list(dict.fromkeys(token for sentence in closest for token in fact_tokens(sentence)))
+    if not facts and not quote:
+        return "I don't know."
+    return "From our conversation: " + (", ".join(facts) if facts else closest[-1])
 
 
 def tool_result_texts(result: str) -> list[str]:
@@ -556,8 +583,10 @@ def chat_reply(messages: list[dict], tools: list[dict] | None = None) -> Reply:
         return Reply("From our conversation: " + ", ".join(targeted))
     if words and not after_tool and offers_search_tool(tools):
         return Reply(tool_query=" ".join(words))
-    found = list(dict.fromkeys(t for text in others for t in fact_tokens(text)))
-    return Reply("From our conversation: " + ", ".join(found) if found else "I don't know.")
+    # A search's result is data, not something said: from it only a fact token answers ("nothing found" is no fact).
+    if after_tool:
+        return Reply(closest_answer(words, tool_result_texts(others[-1]), quote=False))
+    return Reply(closest_answer(words, others))
 
 
 def is_reasoning_model(model: Any) -> bool:

@@ -78,7 +78,9 @@ def test_recall_uses_only_facts_in_request(server):
         {"role": "assistant", "content": "OK: Also track ticket OPS-9."},
     ]
     question = {"role": "user", "content": "Which project and cluster were we using?"}
-    assert answer(chat(server, [*history, question])) == "From our conversation: PRJ-123, EU, OPS-9"
+    assert answer(chat(server, [*history, question])) == "From our conversation: PRJ-123, EU"
+    ticket = {"role": "user", "content": "Which ticket do we track?"}
+    assert answer(chat(server, [*history, ticket])) == "From our conversation: OPS-9"
     assert answer(chat(server, [{"role": "user", "content": "What cluster is PRJ-123 on?"}])) == "I don't know."
 
 
@@ -114,6 +116,22 @@ def test_summary_shape():
     lines = conversation.splitlines()
     assert lines[-1] == "- this is filler line number 59 with quite a few more words"  # newest kept, 12 words
     assert "- old line" not in lines  # oldest dropped to stay within 300 words
+
+
+def test_a_fold_never_keeps_the_servers_own_answer_as_a_fact():
+    transcript = "\n".join(
+        [
+            "User: The deadline is March 3 and Dana leads it.",
+            "AI: From our conversation: AI",
+            "User: What is the capital of Australia?",
+            "AI: I don't know.",
+        ]
+    )
+    messages = [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": transcript}]
+    with run_in_thread() as server:
+        summary = answer(chat(server, messages))
+    assert "From our conversation" not in summary
+    assert "I don't know" not in summary
 
 
 def test_summary_never_longer_than_input(server):
@@ -195,7 +213,8 @@ async def test_langchain_client_parses_responses(streaming):
         model = ChatOpenAI(
             base_url=server.base_url, api_key="x", model="gpt-4o-mini", streaming=streaming, stream_usage=True
         )
-        result = await model.ainvoke([("system", "Project PRJ-123 is on EU."), ("human", "Which cluster?")])
+        question = "Which cluster is the project on?"
+        result = await model.ainvoke([("system", "Project PRJ-123 is on EU."), ("human", question)])
     assert result.content == "From our conversation: PRJ-123, EU"
     assert result.usage_metadata["output_tokens"] == 9
     assert server.requests()[0]["body"].get("stream", False) is streaming

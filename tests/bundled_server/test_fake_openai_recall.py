@@ -56,9 +56,37 @@ def test_newest_matching_sentence_wins_so_an_update_replaces_the_old_value():
     assert chat_reply([OLD, UPDATE, QUESTION]) == Reply("From our conversation: OTTER-17")
 
 
-def test_question_whose_key_words_no_sentence_holds_lists_every_fact():
+def test_question_no_sentence_shares_a_word_with_is_not_answered_with_other_facts():
     question = {"role": "user", "content": "Which project and cluster were we using?"}
-    assert chat_reply([OLD, OTHER, question]) == Reply("From our conversation: LYNX-17, HERON-4")
+    assert chat_reply([OLD, OTHER, question]) == Reply("I don't know.")
+
+
+def test_question_sharing_some_words_gets_the_closest_sentences_facts():
+    question = {"role": "user", "content": "Which heron badge?"}
+    assert chat_reply([OLD, OTHER, question]) == Reply("From our conversation: HERON-4")
+
+
+NATURAL_CHAT = [
+    {"role": "system", "content": "You are a helpful AI assistant. Answer briefly."},
+    {"role": "user", "content": "Our code name is Bluebird, and Dana leads the rollout."},
+    {"role": "assistant", "content": "OK: Our code name is Bluebird, and Dana leads"},
+    {"role": "user", "content": "The deadline is March 3."},
+    {"role": "assistant", "content": "From our conversation: AI"},
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("What's the capital of Australia?", "I don't know."),
+        ("What was our code name?", "From our conversation: Our code name is Bluebird, and Dana leads the rollout."),
+        ("When is the deadline?", "From our conversation: The deadline is March 3."),
+    ],
+)
+def test_a_natural_chat_is_answered_from_what_was_said_never_from_the_system_prompt_or_an_earlier_answer(
+    question, answer
+):
+    assert chat_reply([*NATURAL_CHAT, {"role": "user", "content": question}]) == Reply(answer)
 
 
 def test_missing_answer_with_the_search_tool_offered_is_a_search_for_the_key_words():

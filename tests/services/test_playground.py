@@ -208,11 +208,11 @@ def test_the_step_says_what_the_turn_did_in_short_lines_the_playground_renders_a
     text = kept_out(facts)
     assert text.split("\n\n")[:5] == [
         "**1240** earlier messages are summarized in 287 words, 20 of them this turn.",
-        "45 newer messages (17000 tokens) are waiting to be summarized.",
+        "45 messages are older than the chat history window, not summarized yet.",
         "Left out of this request: messages waiting over 16000 tokens.",
-        "2 older messages are quoted for the question (180 tokens).",
+        "2 older messages are quoted for the question.",
         "Fitted to the model's window: 3 history messages left out, 1 tool results clipped.",
     ]
     assert max(len(line) for line in text.splitlines()) <= 120
     assert kept_out({"summary_page": SUMMARY_PAGE, "earlier_messages_summarized": 20}).startswith("**20** earlier")
-    assert kept_out({"messages_waiting": 1, "waiting_tokens": 7}).startswith("1 newer message (7 tokens) is waiting")
+    assert kept_out({"messages_waiting": 1, "waiting_tokens": 7}).startswith("1 message is older than the chat history")

@@ -107,7 +107,8 @@ def stored_text(facts: dict) -> str:
 def described(facts: dict) -> list[str]:
     """The step's counts as a flow builder reads them: what the summary covers, what this turn summarized, what
     waits and why, what was quoted, a pause and its reason, what was fitted to the model's window; a short line
-    each, only for the counts there are (a step stored by an older version may lack some)."""
+    each, only for the counts there are (a step stored by an older version may lack some). Token counts are in
+    the step's Metadata only."""
     lines = []
     summarized = facts.get("earlier_messages_summarized")
     if summarized == 0:
@@ -117,10 +118,7 @@ def described(facts: dict) -> list[str]:
         folded = facts.get("folded_this_turn")
         lines.append(f"{line}, {folded} of them this turn." if folded else f"{line}.")
     if waiting := facts.get("messages_waiting"):
-        noun, verb = _messages(waiting).split()
-        lines.append(
-            f"{waiting} newer {noun} ({facts.get('waiting_tokens', 0)} tokens) {verb} waiting to be summarized."
-        )
+        lines.append(f"{waiting} {_messages(waiting)} older than the chat history window, not summarized yet.")
         if why := facts.get("left_out_because"):
             lines.append(f"Left out of this request: {why}.")
         elif why := facts.get("folded_early_because"):
@@ -128,9 +126,7 @@ def described(facts: dict) -> list[str]:
     if facts.get("folds_after_this_answer"):
         lines.append("The next messages are summarized after this answer.")
     if quoted := facts.get("older_messages_quoted"):
-        lines.append(
-            f"{quoted} older {_messages(quoted)} quoted for the question ({facts.get('quoted_tokens', 0)} tokens)."
-        )
+        lines.append(f"{quoted} older {_messages(quoted)} quoted for the question.")
     if paused := facts.get("summaries_paused_until"):
         lines.append(
             f"Summarizing is paused until {str(paused)[:16].replace('T', ' ')} UTC: {facts.get('pause_reason')}."
