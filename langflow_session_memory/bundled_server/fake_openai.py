@@ -43,9 +43,10 @@ Answering rules:
      (the first ``YYYY-MM-DD HH:MM`` time in the line, then the text after the next ``": "``, so a sender named
      ``AI`` is no fact) and the newest text by that time holding a fact token and every key word gives the
      answer, as in rule 1; lines without a time count as older than any timed line. It never calls again.
-  4. Otherwise the sentences that share the most key words with the question (one at least) answer: ``From our
-     conversation: `` plus their distinct fact tokens, or the newest of them whole when they hold none (a fact said
-     in plain words; after a tool result, only fact tokens). A question no sentence shares a word with ("What's the
+  4. Otherwise the sentences that share the most key words with the question (one at least) answer, a question
+     among them by the sentence said after it (its reply): ``From our conversation: `` plus their distinct fact
+     tokens, or the newest of them whole when they hold none (a fact said in plain words; after a tool result, only
+     fact tokens). A question no sentence shares a word with ("What's the
      capital of Australia?") gets ``I don't know.``
 
   Facts therefore only ever come from the request itself; a question asked twice gets the same answer. The server's
@@ -487,18 +488,24 @@ def said_sentences(texts: list[str]) -> list[str]:
 
 def closest_answer(words: list[str], texts: list[str], *, quote: bool = True) -> str:
     """Rule 4: what the sentences sharing the most of ``words`` (one at least) say: their fact tokens, else (with
-    ``quote``) the newest of them; "I don't know." when no sentence shares a word. The server's "OK: ..." echoes
-    are not sentences here: each repeats the start of a message that is there whole."""
-    sentences = [sentence for sentence in said_sentences(texts) if not sentence.startswith("OK: ")]
-    scored = [(len(set(words) & set(WORD.findall(sentence.lower()))), sentence) for sentence in sentences]
-    best = max((score for score, _ in scored), default=0)
-    closest = [sentence for score, sentence in scored if best and score == best]
-    if not closest:
-        return "I don't know."
-    facts = list(dict.fromkeys(token for sentence in closest for token in fact_tokens(sentence)))
-    if not facts and not quote:
-        return "I don't know."
-    return "From our conversation: " + (", ".join(facts) if facts else closest[-1])
+    ``quote``) the newest of them; "I don't know." when no sentence shares a word. A question that shares them is
+    answered by the sentence said after it (its reply, as a model reads a chat), and a question is never an answer.
+    The server's "OK: ..." echoes are not sentences here (each repeats the start of a message that is there whole),
+    nor a heading or a frame that ends with a colon."""
+    sentences = [s for s in said_sentences(texts) if not (s.startswith("OK: ") or s.endswith(":"))]
+    wanted = set(words)
+    answers = [  # (words shared, what answers): a question by its reply, none when nothing follows it
+        (len(wanted & set(WORD.findall(sentence.lower()))), sentences[i + 1] if sentence.endswith("?") else sentence)
+        for i, sentence in enumerate(sentences)
+        if not sentence.endswith("?") or i + 1 < len(sentences)
+    ]
+    answers = [(score, answer) for score, answer in answers if score and not answer.endswith("?")]
+    best = max((score for score, _ in answers), default=0)
+    said = [answer for score, answer in answers if score == best]
+    facts = list(dict.fromkeys(token for sentence in said for token in fact_tokens(sentence)))
+    if facts:
+        return "From our conversation: " + ", ".join(facts)
+    return f"From our conversation: {said[-1]}" if said and quote else "I don't know."
 
 
 def tool_result_texts(result: str) -> list[str]:

@@ -66,6 +66,15 @@ def test_question_sharing_some_words_gets_the_closest_sentences_facts():
     assert chat_reply([OLD, OTHER, question]) == Reply("From our conversation: HERON-4")
 
 
+def test_a_question_the_words_find_is_answered_by_the_reply_after_it():
+    asked = {"role": "user", "content": "Did you pick a supplier for the gearbox parts yet?"}
+    replied = {"role": "assistant", "content": "Yes, SUP-7731, the small workshop in Porto."}
+    earlier = {"role": "user", "content": "Which supplier makes our gearbox parts?"}
+    question = {"role": "user", "content": "Which supplier makes our gearbox parts?"}
+    assert chat_reply([asked, replied, earlier, question]) == Reply("From our conversation: SUP-7731")
+    assert chat_reply([asked, earlier, question]) == Reply("I don't know.")
+
+
 NATURAL_CHAT = [
     {"role": "system", "content": "You are a helpful AI assistant. Answer briefly."},
     {"role": "user", "content": "Our code name is Bluebird, and Dana leads the rollout."},
