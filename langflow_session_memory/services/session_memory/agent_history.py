@@ -35,7 +35,7 @@ HOOKS = {
     "stored_message": ("message", "write"),
     "with_memory_step": ("component", "message"),
 }
-# The node's help texts, which every version reads.
+# The node's help texts, which later versions read.
 TEXTS = ("CONTEXT_WINDOW_INFO", "SWITCH_INFO")
 # A hook's earlier name: ``add_fold_usage`` (2026-11-30) adds the folds' usage to the answer and starts the fold
 # after it, as ``finish_turn`` does; ``store_without_notes`` and ``with_recall_tool`` (2026-11-30, under the old
