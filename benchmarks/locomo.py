@@ -169,7 +169,7 @@ def quoted_before_asking(app: LangflowApp, flow_id: str, session_id: str, questi
     async def passages():
         async with service.sessions() as session:
             before = await messages.window_start(session, key, 9, input_message_id=None)
-        return await service.passages_before(key, question, before=before, tokens=ranking.PASSAGE_TOKENS)
+        return await service.retrieval.passages_before(key, question, before=before, tokens=ranking.PASSAGE_TOKENS)
 
     found = app.http.portal.call(passages)
     return None if found is None else bool(set(ids) & {line.message_id for line in found})

@@ -1,6 +1,6 @@
 """Time of one ``search_earlier_messages`` call on a 100,000-message session, SQLite and PostgreSQL.
 
-What is timed is the tool's work after the model called it (``search_tool.find_earlier``):
+What is timed is the tool's work after the model called it (``Retrieval.earlier``):
 the window's start (one keyset statement with OFFSET N-1), the candidates (messages
 before it holding any keyword, newest first, LIMIT 200, the first 20,000 characters of
 each) and the ranking. The session is bulk-inserted as Langflow stores it; a few facts sit
@@ -33,7 +33,6 @@ from benchmarks.databases import postgres_database
 from benchmarks.history import p95
 from benchmarks.session_delete import message_row
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.agent.search_tool import find_earlier
 from langflow_session_memory.services.session_memory.rules.recall import keywords
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
@@ -124,7 +123,7 @@ async def seed(sessions, key: SessionKey, count: int) -> uuid.UUID:
 
 
 async def tool_matches(service: SessionMemoryService, turn: Turn, query: str) -> list:
-    matches, _words = await find_earlier(service, turn, query)
+    matches, _words = await service.retrieval.earlier(turn, query)
     return matches
 
 
@@ -178,7 +177,7 @@ async def measure(backend: str, url: str, messages: int, rounds: int) -> tuple[l
             turn = Turn(key=key, n_messages=N_MESSAGES, input_message_id=input_id, input_text=f"What about {query}?")
             calls = {
                 "tool": lambda turn=turn, query=query: tool_matches(service, turn, query),
-                "excerpts": lambda turn=turn: service.excerpts(turn, "", window),
+                "excerpts": lambda turn=turn: service.retrieval.excerpts(turn, "", window),
             }
             for path, call in calls.items():
                 found = await call()  # warm-up
@@ -220,7 +219,7 @@ def section(timings: list[SearchTiming], filters: list[FilterTiming], rounds: in
         "the range scan is bounded by the session, and the result by LIMIT).",
         "",
         "The same queries as a turn's message, for the excerpts a turn quotes without a tool call "
-        "(`SessionMemoryService.excerpts`: one bounded scan per word, LIMIT 50 each, the words weighed by how "
+        "(`Retrieval.excerpts`: one bounded scan per word, LIMIT 50 each, the words weighed by how "
         "rare they are); *planted fact* says whether the fact the query names was among what the model gets.",
         "",
         "| backend | messages | path | query | matches shown | planted fact | median ms | p95 ms |",

@@ -2,7 +2,7 @@
 
 The acceptance measure of the index (not a timed test): PostgreSQL with 5 million messages in Langflow's
 table, SQLite with 1 million, one session of 100,000 of them, every session indexed. What is timed is what a
-turn pays for its excerpts from the index (``SessionMemoryService.excerpts`` when the index is ready): the
+turn pays for its excerpts from the index (``Retrieval.excerpts`` when the index is ready): the
 window's start, then ``passages_before`` (is_ready, one search per word, the chat's size, BM25, neighbours);
 beside it today's words search by ``LIKE`` (``_matched``), the fallback, on the same data. Indexing is timed
 apart, as it runs: ``index_older`` after answers, never on an answer's path.
@@ -39,10 +39,11 @@ from benchmarks.databases import postgres_database
 from benchmarks.history import p95
 from benchmarks.session_delete import START, message_row
 from langflow_session_memory.migrations import runner
+from langflow_session_memory.services.session_memory.retrieval import EXCERPT_READ_CHARACTERS
 from langflow_session_memory.services.session_memory.rules import ranking
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
-from langflow_session_memory.services.session_memory.service import EXCERPT_READ_CHARACTERS, SessionMemoryService
+from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from langflow_session_memory.services.session_memory.storage import messages, search_index
 
 N_MESSAGES = 10
@@ -266,7 +267,7 @@ async def index_session(service: SessionMemoryService, turn: Turn) -> tuple[int,
     """The big session through the real path: ``index_older`` after one answer after another until it is
     indexed; (messages indexed, answers)."""
     indexed, answers = 0, 0
-    while batch := await service.index_older(turn):
+    while batch := await service.retrieval.index_older(turn):
         indexed, answers = indexed + batch, answers + 1
     return indexed, answers
 
@@ -275,7 +276,7 @@ async def index_path(service: SessionMemoryService, turn: Turn, question: str) -
     """What ``excerpts`` costs when the index is ready: the window's start, then ``passages_before``."""
     async with service.sessions() as session:
         before = await messages.window_start(session, turn.key, N_MESSAGES, input_message_id=turn.input_message_id)
-    passages = await service.passages_before(turn.key, question, before=before, tokens=ranking.PASSAGE_TOKENS)
+    passages = await service.retrieval.passages_before(turn.key, question, before=before, tokens=ranking.PASSAGE_TOKENS)
     if passages is None:
         raise RuntimeError("the index is not ready: the benchmark would time the fallback")
     return passages
@@ -374,7 +375,9 @@ async def measure(backend: str, url: str, session_size: int, table_rows: int, ro
             asked = Turn(key=key, n_messages=N_MESSAGES, input_message_id=window[-1].id, input_text=question)
             calls = {
                 "index": lambda asked=asked, question=question: index_path(service, asked, question),
-                "words (LIKE)": lambda asked=asked: service._matched(asked, "", window, messages.cursor_of(window[0])),
+                "words (LIKE)": lambda asked=asked: service.retrieval._matched(
+                    asked, "", window, messages.cursor_of(window[0])
+                ),
             }
             for path, call in calls.items():
                 found, p50_ms, p95_ms = await timed(call, rounds)
@@ -416,7 +419,7 @@ def section(results: list[Measured]) -> str:
         "message table, every session indexed; the excerpt selection of one turn (N="
         f"{N_MESSAGES}, passages within {ranking.PASSAGE_TOKENS} tokens), p50 and p95 of "
         f"{' and '.join(f'{m.rounds} calls ({m.backend})' for m in results)} after one warm-up, the database "
-        "analysed after indexing. *index*: what `SessionMemoryService.excerpts` costs when "
+        "analysed after indexing. *index*: what `Retrieval.excerpts` costs when "
         "the index is ready (the window's start, then `passages_before`: is_ready, one search per word, the "
         "chat's size, BM25, neighbours). *words (LIKE)*: today's search without the index (`_matched`, the "
         "fallback; words held in the window are not searched). *planted* says whether the fact the question "

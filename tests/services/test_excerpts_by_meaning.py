@@ -163,7 +163,7 @@ class SlowEmbeddings(ConceptEmbeddings):
 
 async def test_the_embedding_model_has_one_deadline_for_all_of_a_turns_calls(service, sessions, key, captured_logs):
     rows = await session_with_an_old_fact(sessions, key)
-    service.embedding_timeout_seconds = 0.5  # the operator's SESSION_MEMORY_EMBEDDING_TIMEOUT_SECONDS
+    service.retrieval.embedding_timeout_seconds = 0.5  # the operator's SESSION_MEMORY_EMBEDDING_TIMEOUT_SECONDS
     model = SlowEmbeddings(0.3)  # the pool's vectors, then the question's: 0.6 s in all
 
     history = await service.build_history(turn_for(key, rows), ScriptedChatModel(), model)

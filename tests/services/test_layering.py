@@ -22,6 +22,7 @@ RANKS = {
     "summary": 3,
     "embeddings": 3,
     "folding": 4,
+    "retrieval": 4,
     "service": 5,
     "runtime": 6,
     "agent": 7,

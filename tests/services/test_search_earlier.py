@@ -11,16 +11,14 @@ from langchain_core.callbacks import AsyncCallbackHandler
 
 from langflow_session_memory.components.session_memory.session_memory_agent import SessionMemoryAgentComponent
 from langflow_session_memory.services.session_memory.agent import guard
-from langflow_session_memory.services.session_memory.agent.search import MAX_RESULTS
 from langflow_session_memory.services.session_memory.agent.search_tool import (
     SEARCH_UNAVAILABLE,
     TOOL_NAME,
-    find_earlier,
     search_tool,
     with_search_tool,
 )
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
-from langflow_session_memory.services.session_memory.rules.recall import EXCERPT_CHARACTERS
+from langflow_session_memory.services.session_memory.rules.recall import EXCERPT_CHARACTERS, MAX_RESULTS
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from tests.chat import START, chat_rows, store_rows
@@ -46,7 +44,7 @@ async def seed(sessions, key, texts: dict[int, str] | None = None, count: int = 
 
 async def search(sessions, turn, query: str):
     """The tool's matches where the full-text index is not filled yet: the newest messages holding the words."""
-    matches, _words = await find_earlier(SessionMemoryService(sessions=sessions), turn, query)
+    matches, _words = await SessionMemoryService(sessions=sessions).retrieval.earlier(turn, query)
     return matches
 
 

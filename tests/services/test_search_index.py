@@ -54,25 +54,27 @@ async def entries(sessions, key=None) -> int:
 async def test_after_an_answer_every_message_older_than_the_next_window_is_indexed(service, sessions, key):
     rows = await long_chat(sessions, key)
 
-    indexed = await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    indexed = await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
 
     assert indexed == len(rows) - (WINDOW - 1)
     assert await entries(sessions, key) == indexed
-    assert await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)) == 0
+    assert await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)) == 0
 
 
 async def test_a_session_switched_on_late_is_indexed_in_batches_of_its_size(service, sessions, key):
     rows = await long_chat(sessions, key, 2 * search_index.INDEX_BATCH + 30)
 
-    first = await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id), batches=1)
+    first = await service.retrieval.index_older(
+        Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id), batches=1
+    )
     assert first == search_index.INDEX_BATCH
-    rest = await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    rest = await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
     assert first + rest == len(rows) - (WINDOW - 1)
 
 
 async def test_a_question_is_answered_from_the_message_after_the_one_its_words_find(service, sessions, key):
     rows = await long_chat(sessions, key)
-    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
     turn = asking(key, rows, "What were the new shoes for, walking?")
     async with sessions.begin() as session:
         await session.execute(update(MessageTable).where(MessageTable.id == rows[-1].id).values(text=turn.input_text))
@@ -87,7 +89,7 @@ async def test_a_question_is_answered_from_the_message_after_the_one_its_words_f
 
 async def test_a_word_is_found_stemmed(service, sessions, key):
     rows = await long_chat(sessions, key)
-    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
 
     history = await service.build_history(asking(key, rows, "What did I paint?"), ScriptedChatModel())
 
@@ -107,7 +109,7 @@ async def test_a_dropped_index_falls_back_to_the_words_search_with_an_error_logg
     service, sessions, key, captured_logs
 ):
     rows = await long_chat(sessions, key)
-    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
     async with sessions.begin() as session:
         await session.execute(text("DROP TABLE session_memory_search_entry"))
 
@@ -115,7 +117,7 @@ async def test_a_dropped_index_falls_back_to_the_words_search_with_an_error_logg
 
     assert [excerpt.text for excerpt in history.excerpts] == [SAID[5]]
     assert any("session_memory_index_failed where=search" in line for line in events(captured_logs))
-    assert await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)) == 0
+    assert await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id)) == 0
     assert any("session_memory_index_failed where=indexing" in line for line in events(captured_logs))
 
 
@@ -126,7 +128,7 @@ async def test_the_index_holds_one_chat_only_per_search(service, sessions, key):
     other_rows[0].text = "My running shoes are red."
     await store_rows(sessions, other_rows)
     for chat, chat_rows_ in ((key, rows), (other, other_rows)):
-        await service.index_older(Turn(key=chat, n_messages=WINDOW, input_message_id=chat_rows_[-1].id))
+        await service.retrieval.index_older(Turn(key=chat, n_messages=WINDOW, input_message_id=chat_rows_[-1].id))
 
     history = await service.build_history(asking(key, rows, "Which shoes were red?"), ScriptedChatModel())
 
@@ -135,7 +137,7 @@ async def test_the_index_holds_one_chat_only_per_search(service, sessions, key):
 
 async def test_deleted_messages_leave_the_index_with_them(service, sessions, key):
     rows = await long_chat(sessions, key)
-    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
     async with sessions.begin() as session:
         await session.execute(delete(MessageTable).where(MessageTable.id.in_([row.id for row in rows[:50]])))
 
@@ -148,7 +150,7 @@ def events(captured_logs) -> list[str]:
 
 async def indexed_chat(service, sessions, key) -> list[MessageTable]:
     rows = await long_chat(sessions, key)
-    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
     return rows
 
 
@@ -228,7 +230,7 @@ async def test_a_batch_refused_by_a_writer_that_committed_meanwhile_is_tried_aga
 
     monkeypatch.setattr(search_index, "index_batch", refused_once)
 
-    indexed = await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    indexed = await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
 
     assert refusals
     assert indexed == len(rows) - (WINDOW - 1)
@@ -256,7 +258,7 @@ async def test_a_pasted_log_is_indexed_by_its_start_only(service, sessions, key)
     rows = chat_rows(key, 30)
     rows[0].text = "invoice " + "x" * 50_000
     await store_rows(sessions, rows)
-    await service.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
+    await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
 
     async with sessions() as session:
         body = await session.scalar(select(ENTRY.c.body).where(ENTRY.c.message_id == rows[0].id))

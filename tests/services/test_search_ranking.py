@@ -6,14 +6,17 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langflow_session_memory.services.session_memory.agent.search import MAX_RESULTS, Candidate, answer, rank
+from langflow_session_memory.services.session_memory.agent.search import answer
 from langflow_session_memory.services.session_memory.rules.recall import (
     EXCERPT_CHARACTERS,
     MAX_KEYWORD_CHARACTERS,
     MAX_PATTERN_CHARACTERS,
+    MAX_RESULTS,
     excerpt,
     keywords,
+    rank,
 )
+from langflow_session_memory.services.session_memory.storage.messages import Candidate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = st.text(alphabet="abcdefghij", min_size=2, max_size=6)

@@ -7,7 +7,6 @@ degrades to the previous summary or to Langflow's stock history; a turn never fa
 of memory.
 """
 
-import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -16,40 +15,28 @@ from datetime import datetime
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 from lfx.schema.message import Message
-from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.embeddings import EMBEDDED_CHARACTERS, MessageVectors, of_query
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
 from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
-from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules import meaning, ranking, recall, token_estimate
+from langflow_session_memory.services.session_memory.retrieval import Retrieval
+from langflow_session_memory.services.session_memory.rules import token_estimate
 from langflow_session_memory.services.session_memory.rules.assembly import history_messages
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlan, TurnPlanner, Waiting
 from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
 from langflow_session_memory.services.session_memory.rules.recall import Excerpt
-from langflow_session_memory.services.session_memory.rules.state import Cursor, Reading, SessionKey, SessionState
+from langflow_session_memory.services.session_memory.rules.state import Reading, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
-from langflow_session_memory.services.session_memory.settings import embedding_timeout_seconds, fold_policy
-from langflow_session_memory.services.session_memory.storage import messages, search_index, store
+from langflow_session_memory.services.session_memory.settings import fold_policy
+from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.model import utc_now
 from langflow_session_memory.services.session_memory.storage.reading import read
 from langflow_session_memory.services.session_memory.summary import validation
 
 REMEMBERED_TURNS = 1024
-# Of each older message a keyword finds, the part read: an excerpt shows a few hundred characters around its words.
-EXCERPT_READ_CHARACTERS = 4_000
-# With an embedding model: the newest older messages its vectors rank (a session's first asking turn embeds them).
-MEANING_POOL = 500
-# Batches of ``search_index.INDEX_BATCH`` indexed after one answer: a session switched on late with 100,000
-# messages is indexed over its first answer or two, a few hundred messages a transaction.
-INDEX_BATCHES = 100
-INDEX_ATTEMPTS = 3
-INDEX_RETRY_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -96,8 +83,7 @@ class SessionMemoryService:
         self.folds = FoldRunner(sessions, self.planner)
         self.background = background or BackgroundFolds()
         self._folded_turns: OrderedDict = OrderedDict()
-        self.vectors = MessageVectors()
-        self.embedding_timeout_seconds = embedding_timeout_seconds()
+        self.retrieval = Retrieval(sessions)
 
     @property
     def policy(self) -> FoldPolicy:
@@ -141,8 +127,7 @@ class SessionMemoryService:
         """One fold after the answer, as planned from the row now; whether it folded (a failure is logged)."""
         started = time.perf_counter()
         try:
-            reading = await self._read(turn)
-            plan = self.planner.plan(turn, reading, Mode.AFTER_ANSWER, may_fold=True)
+            reading, plan = await self._planned(turn, Mode.AFTER_ANSWER, may_fold=True)
             if not plan.batches:
                 return False
             cost = await self.folds.run(turn, reading.state, plan.batches, Mode.AFTER_ANSWER, llm)
@@ -173,21 +158,19 @@ class SessionMemoryService:
         if turn.n_messages <= 0:
             return History(messages=[])
         earlier_fold = self._earlier_fold(turn, mode)
-        reading = await self._read(turn)
+        reading, plan = await self._planned(turn, mode, may_fold=earlier_fold is None)
         cost = earlier_fold if earlier_fold is not None else await self._take_unreported_usage(reading.state)
-        plan = self.planner.plan(turn, reading, mode, may_fold=earlier_fold is None)
         waiting = plan.waiting  # as read before any fold: the step tells why a fold ran early
         await _log_plan(turn, plan)
         attempted = bool(plan.batches)
         if attempted:
             cost = (await self.folds.run(turn, reading.state, plan.batches, mode, llm)).plus_tokens(cost)
-            reading = await self._read(turn)
-            plan = self.planner.plan(turn, reading, mode, may_fold=False)
+            reading, plan = await self._planned(turn, mode, may_fold=False)
         if cost or attempted:  # a retry of this turn neither folds again nor reports these tokens twice
             self._remember_fold(turn, cost)
         summary = reading.state.summary if plan.send_summary else ""
         await _log_trimmed(turn, plan, summary)
-        excerpts = await self.excerpts(turn, summary, plan.raw, embedder) if mode is Mode.ROUTINE else ()
+        excerpts = await self.retrieval.excerpts(turn, summary, plan.raw, embedder) if mode is Mode.ROUTINE else ()
         return History(
             messages=await history_messages(summary, plan.raw, excerpts),
             excerpts=excerpts,
@@ -199,191 +182,10 @@ class SessionMemoryService:
             waiting=waiting,
         )
 
-    async def excerpts(
-        self, turn: Turn, summary: str, raw: list[MessageTable], embedder: Embeddings | None = None
-    ) -> tuple[Excerpt, ...]:
-        """The older messages a user's message that asks something (:func:`recall.asks`) refers to.
-
-        Older means older than the oldest message sent, read once. From the full-text index when it holds every
-        such message (:meth:`passages_before`); behind (a session switched on late), missing or broken (logged),
-        or finding nothing where an ``embedder`` may find by meaning, by the words and meaning as before the index
-        (:meth:`_matched`). None on any other failure (logged: the turn goes on without them, as without a fold).
-        """
-        if not recall.asks(turn.input_text):
-            return ()
-        try:
-            before = await self._oldest_sent(turn, raw)
-        except Exception as error:  # noqa: BLE001 - excerpts only add to a turn; logged, the turn goes on without
-            await logger.aerror(f"{log_events.EXCERPTS_FAILED} reason={describe(error)}")
-            return ()
-        if before is None:
-            return ()
-        tokens = ranking.passage_budget(turn.context_window)
-        passages = await self.passages_before(turn.key, turn.input_text, before=before, tokens=tokens)
-        if passages or (passages is not None and embedder is None):
-            return passages
-        return await self._matched(turn, summary, raw, before, embedder)
-
-    async def passages_before(
-        self, key: SessionKey, question: str, *, before: Cursor, tokens: int
-    ) -> tuple[Excerpt, ...] | None:
-        """The best messages of the full-text index before ``before`` for ``question`` (``rules.ranking``: its
-        rarest words, BM25), each with its neighbours, within ``tokens``, oldest first; None when the index does
-        not hold every message before ``before`` yet, or is missing or broken (logged): the caller then searches by
-        words as before the index. The excerpts of a turn and the search tool both ask this."""
-        try:
-            return await self._indexed_passages(key, question, before=before, tokens=tokens)
-        except Exception as error:  # noqa: BLE001 - a missing or broken index: the caller searches by words, logged
-            await logger.aerror(f"{log_events.INDEX_FAILED} where=search reason={describe(error)}")
-            return None
-
-    async def _indexed_passages(
-        self, key: SessionKey, question: str, *, before: Cursor, tokens: int
-    ) -> tuple[Excerpt, ...] | None:
-        started = time.perf_counter()
-        words = ranking.query_words(question)
-        async with self.sessions() as session:
-            if not await search_index.is_ready(session, key, before=before):
-                await logger.ainfo(f"{log_events.INDEX_BEHIND} session_id={key.session_id!r}")
-                return None
-            if not words:
-                return ()
-            found = await search_index.matching_each(
-                session,
-                key,
-                before=before,
-                words=words,
-                limit=ranking.CANDIDATES_PER_WORD,
-                read_characters=EXCERPT_READ_CHARACTERS,
-            )
-            indexed, average_words = await search_index.chat_size(
-                session, key, before=before, limit=ranking.INDEXED_COUNTED
-            )
-            hits = ranking.rank(found, messages=indexed, average_words=average_words)[: ranking.MOST_HITS]
-            neighbours = await messages.around(
-                session, key, [hit.found.cursor for hit in hits], read_characters=EXCERPT_READ_CHARACTERS
-            )
-        passages = ranking.passages(hits, neighbours, before=before, words=words, tokens=tokens)
-        await logger.ainfo(
-            f"{log_events.PASSAGES} words={len(words)} searched={len(ranking.rarest(found))} "
-            f"matched={len({row.message_id for rows in found.values() for row in rows})} quoted={len(passages)} "
-            f"hits={len(hits)} best_score={hits[0].score if hits else 0} "
-            f"latency_ms={round((time.perf_counter() - started) * 1000)} session_id={key.session_id!r}"
-        )
-        return tuple(passages)
-
-    async def _oldest_sent(self, turn: Turn, raw: list[MessageTable]) -> Cursor | None:
-        """The position of the oldest message the turn sends as it is (what is older may be quoted); None when the
-        chat holds nothing older than the input."""
-        if raw:
-            return messages.cursor_of(raw[0])
-        async with self.sessions() as session:
-            return await messages.window_start(session, turn.key, 1, input_message_id=turn.input_message_id)
-
-    async def index_older(self, turn: Turn, batches: int = INDEX_BATCHES) -> int:
-        """Add to the full-text index the chat's messages that the next turn's window leaves out (all but the newest
-        ``n_messages - 1``: the next input comes in), one bounded batch a transaction; how many were indexed.
-
-        Run after an answer (``agent.component_hooks``), never inside a turn. It never raises: a failure is logged
-        and the next answer takes up where it stopped, since the index's newest entry is where it goes on from.
-        """
-        if turn.n_messages <= 0:
-            return 0
-        started, indexed, done = time.perf_counter(), 0, 0
-        try:
-            while done < batches:
-                done += 1
-                batch = await self._index_batch(turn)
-                indexed += batch
-                if batch < search_index.INDEX_BATCH:
-                    break
-        except Exception as error:  # noqa: BLE001 - after the answer nobody sees an error; logged, the next answer retries
-            await logger.aerror(f"{log_events.INDEX_FAILED} where=indexing reason={describe(error)}")
-        if indexed:
-            await logger.ainfo(
-                f"{log_events.INDEXED} messages={indexed} batches={done} "
-                f"latency_ms={round((time.perf_counter() - started) * 1000)} session_id={turn.key.session_id!r}"
-            )
-        return indexed
-
-    async def _index_batch(self, turn: Turn) -> int:
-        """One batch of :meth:`index_older`, tried again (at most :data:`INDEX_ATTEMPTS` times in all) where the
-        database refused it: on SQLite a fold or another turn that commits after the batch's read began makes its
-        write fail at once (the transaction's snapshot is stale, it cannot wait for the lock)."""
-        for attempt in range(1, INDEX_ATTEMPTS):
-            try:
-                return await self._index_one_batch(turn)
-            except OperationalError:
-                await asyncio.sleep(INDEX_RETRY_SECONDS * attempt)
-        return await self._index_one_batch(turn)
-
-    async def _index_one_batch(self, turn: Turn) -> int:
-        async with self.sessions() as session:
-            before = None
-            if turn.n_messages > 1:
-                before = await messages.window_start(session, turn.key, turn.n_messages - 1, input_message_id=None)
-                if before is None:  # the next window holds the whole chat
-                    return 0
-            batch = await search_index.index_batch(session, turn.key, before=before)
-            await session.commit()
-            return batch
-
-    async def _matched(
-        self, turn: Turn, summary: str, raw: list[MessageTable], before: Cursor, embedder: Embeddings | None = None
-    ) -> tuple[Excerpt, ...]:
-        """The older messages found as before the full-text index: by words that neither the summary nor the
-        messages sent hold, best first past :data:`recall.MIN_EXCERPT_SCORE`, and with an ``embedder`` by meaning
-        (:func:`meaning.standouts` among the newest :data:`MEANING_POOL`), the two rankings fused, oldest first;
-        none on any failure (logged), words alone when only the embedding model fails."""
-        words = recall.unheld(recall.keywords(turn.input_text), [summary, *(row.text or "" for row in raw)])
-        if not words and embedder is None:
-            return ()
-        started = time.perf_counter()
-        try:
-            async with self.sessions() as session:
-                found = await messages.older_matching_each(
-                    session,
-                    turn.key,
-                    before=before,
-                    words=words,
-                    limit=recall.CANDIDATES_PER_WORD,
-                    read_characters=EXCERPT_READ_CHARACTERS,
-                )
-                pool = (
-                    await messages.older_than(
-                        session, turn.key, before=before, limit=MEANING_POOL, read_characters=EMBEDDED_CHARACTERS
-                    )
-                    if embedder is not None
-                    else []
-                )
-        except Exception as error:  # noqa: BLE001 - excerpts only add to a turn; logged, the turn goes on without them
-            await logger.aerror(f"{log_events.EXCERPTS_FAILED} reason={describe(error)}")
-            return ()
-        meant = await self._meant(embedder, turn.input_text, pool) if pool else []
-        excerpts = recall.best_excerpts(found, meant=meant, tokens=recall.excerpt_budget(turn.context_window))
-        if excerpts:
-            await logger.ainfo(
-                f"{log_events.EXCERPTS} words={len(words)} candidates={sum(map(len, found.values()))} "
-                f"quoted={len(excerpts)} best_score={max(excerpt.score for excerpt in excerpts)} "
-                f"meant={sum(excerpt.standout is not None for excerpt in excerpts)} pool={len(pool)} "
-                f"latency_ms={round((time.perf_counter() - started) * 1000)} session_id={turn.key.session_id!r}"
-            )
-        return tuple(excerpts)
-
-    async def _meant(self, embedder: Embeddings, question: str, pool: list[messages.Candidate]) -> list:
-        """The pool's messages whose meaning stands out for ``question``, best first; none when the embedding model
-        fails or does not answer within the turn's one deadline (logged: the turn keeps its word excerpts)."""
-        try:
-            async with asyncio.timeout(self.embedding_timeout_seconds):  # one deadline for the turn's calls
-                vectors = await self.vectors.of_messages(embedder, [(row.message_id, row.text) for row in pool])
-                query = await of_query(embedder, question)
-            # 500 vectors of 1,536 floats read into one matrix: in a thread, so the event loop serves other turns.
-            found = await asyncio.to_thread(meaning.standouts, query, vectors)
-        except Exception as error:  # noqa: BLE001 - meaning only adds to the words' excerpts; logged, the turn goes on
-            await logger.aerror(f"{log_events.EXCERPTS_FAILED} where=embedding_model reason={describe(error)}")
-            return []
-        rows = {row.message_id: row for row in pool}
-        return [(rows[message_id], standing) for message_id, standing in found]
+    async def _planned(self, turn: Turn, mode: Mode, *, may_fold: bool) -> tuple[Reading, TurnPlan]:
+        """The row and messages as they are now, and the turn rules' plan for them: the one place a turn plans."""
+        reading = await self._read(turn)
+        return reading, self.planner.plan(turn, reading, mode, may_fold=may_fold)
 
     async def _read(self, turn: Turn) -> Reading:
         """What :func:`reading.read` reads, with a summary that may be sent.

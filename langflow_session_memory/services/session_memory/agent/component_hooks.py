@@ -233,12 +233,12 @@ async def _index_after_answer(component) -> None:
         return
 
     async def index(service, turn):
-        if await service.index_older(turn, batches=1) < search_index.INDEX_BATCH:
+        if await service.retrieval.index_older(turn, batches=1) < search_index.INDEX_BATCH:
             return
         if service.background.available():
-            service.background.start_indexing(turn.key, lambda: service.index_older(turn))
+            service.background.start_indexing(turn.key, lambda: service.retrieval.index_older(turn))
         else:
-            await service.index_older(turn)
+            await service.retrieval.index_older(turn)
 
     await with_memory(state, index)
 

@@ -1,21 +1,17 @@
-"""The search tool's pure part: its ranking and its answer (the keywords and the excerpt around them are
-``rules.recall``'s, shared with the excerpts a turn quotes without a tool call).
+"""The search tool's pure part: its name, description and schema, and its answer to the model.
 
-No I/O here: the SQL that finds candidates is ``messages.older_than_window_matching``, the
-tool that runs it is ``search_tool``. The database narrows a session to the newest few
-hundred messages that contain any keyword; what the model sees is decided here.
+What it finds is ``retrieval``'s (``Retrieval.earlier``: the full-text index's passages, or while the index is
+behind, the messages ``rules.recall.rank`` ranks); the tool that runs it is ``search_tool``.
 """
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
 from langflow_session_memory.services.session_memory.rules import token_estimate
-from langflow_session_memory.services.session_memory.rules.recall import excerpt
-from langflow_session_memory.services.session_memory.storage.messages import Candidate
+from langflow_session_memory.services.session_memory.rules.recall import Match
 
 TOOL_NAME = "search_earlier_messages"
 # Sent with every request of a turn that offers the tool: short, it says when to search and how.
@@ -24,7 +20,6 @@ TOOL_DESCRIPTION = (
     "when the user refers to something said before that is not in front of you. Pass a few distinctive words "
     "(e.g. 'invoice number supplier'). Returns up to 5 matching messages with sender and time."
 )
-MAX_RESULTS = 5
 
 
 class SearchQuery(BaseModel):
@@ -36,40 +31,6 @@ def tool_schema_tokens() -> int:
     """The estimated size of the tool's schema, which goes with every request of a turn that offers it."""
     function = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": SearchQuery.model_json_schema()}
     return token_estimate.tool_tokens(function)
-
-
-@dataclass(frozen=True)
-class Match:
-    """A message the model is shown: who said it, when, and an excerpt around the first keyword."""
-
-    sender: str
-    sender_name: str
-    timestamp: datetime
-    excerpt: str
-    keywords_found: int
-
-
-def rank(candidates: Sequence[Candidate], words: Sequence[str]) -> list[Match]:
-    """The best :data:`MAX_RESULTS` candidates: most distinct keywords first, newest first among equals.
-
-    ``candidates`` come newest first; the database found each one by at least one keyword,
-    so one found past the part of its text that was read still counts one.
-    """
-    scored = [
-        (max(sum(word in candidate.text.lower() for word in words), 1), -position, candidate)
-        for position, candidate in enumerate(candidates)
-    ]
-    scored.sort(key=lambda entry: entry[:2], reverse=True)
-    return [
-        Match(
-            sender=candidate.sender,
-            sender_name=candidate.sender_name,
-            timestamp=candidate.timestamp,
-            excerpt=excerpt(candidate.text, words),
-            keywords_found=found,
-        )
-        for found, _position, candidate in scored[:MAX_RESULTS]
-    ]
 
 
 def answer(matches: Sequence[Match], words: Sequence[str]) -> str:

@@ -8,28 +8,18 @@ among the Agent's steps, and no chat message is stored for it. A failed search a
 logged without any text; the turn goes on.
 """
 
-import time
-
 from langchain_core.tools import StructuredTool
-from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.agent import guard
 from langflow_session_memory.services.session_memory.agent.search import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
-    Match,
     SearchQuery,
     answer,
-    rank,
 )
-from langflow_session_memory.services.session_memory.rules import ranking
-from langflow_session_memory.services.session_memory.rules.recall import keywords
-from langflow_session_memory.services.session_memory.storage import messages
 
 SEARCH_UNAVAILABLE = "The search of earlier messages is unavailable right now; answer with what you have."
-CANDIDATE_LIMIT = 200
-READ_CHARACTERS = 20_000
 
 
 async def with_search_tool(component, tools):
@@ -56,7 +46,7 @@ def search_tool(state: guard.RunState) -> StructuredTool:
     async def search_earlier_messages(query: str) -> str:
         found = await guard.with_memory(
             state,
-            lambda service, turn: find_earlier(service, turn, query),
+            lambda service, turn: service.retrieval.earlier(turn, query),
             failure_event=log_events.SEARCH_FAILED,
         )
         return SEARCH_UNAVAILABLE if found is None else answer(*found[1])
@@ -67,55 +57,3 @@ def search_tool(state: guard.RunState) -> StructuredTool:
         description=TOOL_DESCRIPTION,
         args_schema=SearchQuery,
     )
-
-
-async def find_earlier(service, turn, query: str) -> tuple[list[Match], tuple[str, ...]]:
-    """The messages of ``turn.key`` older than its raw window that ``query`` finds, and the words it searched: the
-    full-text index's passages, as a turn's excerpts find them (``SessionMemoryService.passages_before``), or
-    where the index is behind or missing, the newest messages holding its words, best first."""
-    started = time.perf_counter()
-    async with service.sessions() as session:
-        boundary = await messages.window_start(
-            session, turn.key, turn.n_messages, input_message_id=turn.input_message_id
-        )
-    if boundary is None:
-        return [], ranking.query_words(query)
-    passages = await service.passages_before(turn.key, query, before=boundary, tokens=tool_budget(turn.context_window))
-    if passages is not None:
-        matches = [
-            Match(
-                sender=line.sender,
-                sender_name=line.sender_name,
-                timestamp=line.timestamp,
-                excerpt=line.text,
-                keywords_found=int(line.score > 0),
-            )
-            for line in passages
-        ]
-        words, candidates = ranking.query_words(query), len(passages)
-    else:
-        words = keywords(query)
-        async with service.sessions() as session:
-            found = (
-                await messages.older_than_window_matching(
-                    session,
-                    turn.key,
-                    before=boundary,
-                    words=words,
-                    limit=CANDIDATE_LIMIT,
-                    read_characters=READ_CHARACTERS,
-                )
-                if words
-                else []
-            )
-        matches, candidates = rank(found, words), len(found)
-    await logger.ainfo(
-        f"{log_events.SEARCH} keywords={len(words)} candidates={candidates} matches={len(matches)} "
-        f"latency_ms={round((time.perf_counter() - started) * 1000)}"
-    )
-    return matches, words
-
-
-def tool_budget(context_window: int | None) -> int:
-    """The tokens the tool's answer may take: twice a turn's passages (it is asked for), within the window."""
-    return 2 * ranking.passage_budget(context_window)

@@ -75,6 +75,11 @@ def passage_budget(context_window: int | None) -> int:
     return min(PASSAGE_TOKENS, context_window // 12) if context_window else PASSAGE_TOKENS
 
 
+def tool_budget(context_window: int | None) -> int:
+    """The tokens the search tool's answer may take: twice a turn's passages (it is asked for), within the window."""
+    return 2 * passage_budget(context_window)
+
+
 def room_for_passages(message: str, context_window: int | None) -> int:
     """The tokens a turn keeps for the passages it may quote inside the fit of its request: their budget when its
     message asks something (:func:`recall.asks`), else none."""

@@ -5,7 +5,7 @@ word's weight by how rare it is among the older messages (:func:`word_weights`: 
 few messages outweighs one found in hundreds), and the few best excerpts above a calibrated score
 (:func:`best_excerpts`). No I/O: the database finds the candidates
 (``messages.older_matching_each``), the service puts the excerpts in the turn's request, and the
-search tool (``agent.search``) ranks its own with the same words.
+search tool, while the full-text index is behind, ranks its own with the same words (:func:`rank`).
 """
 
 import math
@@ -25,6 +25,8 @@ MAX_QUERY_CHARACTERS = 1_000
 MAX_KEYWORD_CHARACTERS = 64
 MAX_PATTERN_CHARACTERS = 256
 EXCERPT_CHARACTERS = 300
+# The search tool's answer while the full-text index is behind: its best messages, at most this many.
+MAX_RESULTS = 5
 ELLIPSIS = "…"
 # Words a recall question is made of that would match almost every message.
 _STOP_WORDS_TEXT = """a about after again all also am an and any are as at be been before but by can could did do does
@@ -95,6 +97,7 @@ class Found(Protocol):
     message_id: object
     timestamp: datetime
     sender: str
+    sender_name: str
     text: str
 
 
@@ -194,3 +197,38 @@ def best_excerpts(
         )
         spent += size
     return sorted(chosen, key=lambda chosen_excerpt: chosen_excerpt.timestamp)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A message the model is shown: who said it, when, and an excerpt around the first keyword."""
+
+    sender: str
+    sender_name: str
+    timestamp: datetime
+    excerpt: str
+    keywords_found: int
+
+
+def rank(candidates: Sequence[Found], words: Sequence[str]) -> list[Match]:
+    """The search tool's best :data:`MAX_RESULTS` candidates while the full-text index is behind: most distinct
+    keywords first, newest first among equals.
+
+    ``candidates`` come newest first; the database found each one by at least one keyword,
+    so one found past the part of its text that was read still counts one.
+    """
+    scored = [
+        (max(sum(word in candidate.text.lower() for word in words), 1), -position, candidate)
+        for position, candidate in enumerate(candidates)
+    ]
+    scored.sort(key=lambda entry: entry[:2], reverse=True)
+    return [
+        Match(
+            sender=candidate.sender,
+            sender_name=candidate.sender_name,
+            timestamp=candidate.timestamp,
+            excerpt=excerpt(candidate.text, words),
+            keywords_found=found,
+        )
+        for found, _position, candidate in scored[:MAX_RESULTS]
+    ]
