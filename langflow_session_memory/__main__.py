@@ -23,7 +23,7 @@ from langflow_session_memory import launcher, operator_database
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.operator_database import DatabaseProblem, shown
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND
-from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage import cleanup, store
 from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
 from langflow_session_memory.services.session_memory.summary.validation import word_count
 
@@ -89,7 +89,7 @@ def _show(url: str, arguments) -> int:
 
 def _reset(url: str, arguments) -> int:
     async def reset(session):
-        removed = await store.reset(
+        removed = await cleanup.reset(
             session,
             arguments.flow_id,
             owner_id=arguments.owner_id,

@@ -30,7 +30,7 @@ from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND, describe, table_missing
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.runtime import langflow_database_session
-from langflow_session_memory.services.session_memory.storage import store
+from langflow_session_memory.services.session_memory.storage import cleanup, store
 from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState
 from langflow_session_memory.services.session_memory.summary import validation
 
@@ -263,7 +263,9 @@ async def _save(session: AsyncSession, row: SessionMemoryState, summary: str, ve
 
 async def _reset(session: AsyncSession, row: SessionMemoryState) -> None:
     """Delete ``row``: the next turn folds its session again from its start."""
-    await store.reset(session, row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id)
+    await cleanup.reset(
+        session, row.flow_id, owner_id=row.owner_id, session_id=row.session_id, context_id=row.context_id
+    )
     await session.commit()
 
 

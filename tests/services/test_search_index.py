@@ -8,7 +8,7 @@ from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory.rules.ranking import NOTES_SENDER
 from langflow_session_memory.services.session_memory.rules.turn import Turn
-from langflow_session_memory.services.session_memory.storage import messages, search_index, store
+from langflow_session_memory.services.session_memory.storage import cleanup, messages, search_index, store
 from langflow_session_memory.services.session_memory.storage.cleanup import install_cleanup_listeners, sweep
 from langflow_session_memory.services.session_memory.storage.model import SessionMemorySearchEntry
 from langflow_session_memory.services.session_memory.summary.notes import Notes
@@ -315,7 +315,7 @@ async def test_a_kept_fact_goes_with_the_message_it_came_from_and_with_a_reset(s
     assert len(await kept_facts(sessions, key)) == facts - 1
 
     async with sessions.begin() as session:
-        await store.reset(session, key.flow_id, owner_id=key.owner_id, session_id=key.session_id, context_id="")
+        await cleanup.reset(session, key.flow_id, owner_id=key.owner_id, session_id=key.session_id, context_id="")
     assert await kept_facts(sessions, key) == []
 
 

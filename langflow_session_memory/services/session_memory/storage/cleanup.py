@@ -36,6 +36,8 @@ from langflow.services.database.models.message.model import MessageTable
 from lfx.log.logger import logger
 from sqlalchemy import Connection, Uuid, and_, any_, delete, event, exists, func, inspect, literal, or_, select, update
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.exc import DatabaseError
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ColumnElement
@@ -49,6 +51,22 @@ STATE = SessionMemoryState.__table__
 ENTRY = SessionMemorySearchEntry.__table__
 MESSAGE = MessageTable.__table__
 KEYS_PER_STATEMENT = 200
+
+
+async def reset(
+    session: AsyncSession, flow_id: UUID, *, owner_id: UUID | None, session_id: str, context_id: str | None
+) -> int:
+    """Delete the rows of one session (one context, or all of them): the next turn folds it again from its start. The
+    facts the notes' word limit took go too (in a SAVEPOINT of their own: the index may be missing, logged)."""
+    removed = await store.delete_rows(session, flow_id, owner_id=owner_id, session_id=session_id, context_id=context_id)
+    try:
+        async with session.begin_nested():
+            await search_index.forget_dropped_facts(
+                session, flow_id, owner_id=owner_id, session_id=session_id, context_id=context_id
+            )
+    except DatabaseError as error:
+        await logger.aerror(f"{log_events.INDEX_FAILED} where=reset reason={describe(error)}")
+    return removed
 
 
 def install_cleanup_listeners() -> None:

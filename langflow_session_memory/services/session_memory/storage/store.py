@@ -9,18 +9,13 @@ Langflow's own transaction.
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from lfx.log.logger import logger
 from sqlalchemy import and_, delete, exists, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import DatabaseError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
-from langflow_session_memory.services.session_memory.storage import search_index
 from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState, utc_now
 
 KEY_COLUMNS = ("flow_id", "owner_id", "session_id", "context_id")
@@ -277,18 +272,9 @@ async def replace_summary(session: AsyncSession, key: SessionKey, summary: str, 
     return (await session.execute(statement)).rowcount == 1
 
 
-async def reset(
+async def delete_rows(
     session: AsyncSession, flow_id: UUID, *, owner_id: UUID | None, session_id: str, context_id: str | None
 ) -> int:
-    """Delete the rows of one session (one context, or all of them): the next turn folds it again from its start. The
-    facts the notes' word limit took go too (in a SAVEPOINT of their own: the index may be missing, logged)."""
+    """Delete the rows of one session (one context, or all of them); how many (``cleanup.reset`` is a reset)."""
     table = SessionMemoryState.__table__
-    removed = (await session.execute(delete(table).where(_scope(flow_id, owner_id, session_id, context_id)))).rowcount
-    try:
-        async with session.begin_nested():
-            await search_index.forget_dropped_facts(
-                session, flow_id, owner_id=owner_id, session_id=session_id, context_id=context_id
-            )
-    except DatabaseError as error:
-        await logger.aerror(f"{log_events.INDEX_FAILED} where=reset reason={describe(error)}")
-    return removed
+    return (await session.execute(delete(table).where(_scope(flow_id, owner_id, session_id, context_id)))).rowcount
