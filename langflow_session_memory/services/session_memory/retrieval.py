@@ -23,7 +23,6 @@ from langflow_session_memory.services.session_memory.rules import meaning, ranki
 from langflow_session_memory.services.session_memory.rules.recall import Excerpt, Match
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import SessionFactory, Turn
-from langflow_session_memory.services.session_memory.settings import embedding_timeout_seconds
 from langflow_session_memory.services.session_memory.storage import messages, search_index
 
 # Of each older message a keyword finds, the part read: an excerpt shows a few hundred characters around its words.
@@ -42,12 +41,12 @@ TOOL_READ_CHARACTERS = 20_000
 
 class Retrieval:
     """The older messages of a session that a question refers to; one instance per service (its vectors are
-    kept between turns)."""
+    kept between turns). ``embedding_timeout_seconds``: the operator's one deadline for a turn's embedding calls."""
 
-    def __init__(self, sessions: SessionFactory) -> None:
+    def __init__(self, sessions: SessionFactory, embedding_timeout_seconds: float) -> None:
         self.sessions = sessions
         self.vectors = MessageVectors()
-        self.embedding_timeout_seconds = embedding_timeout_seconds()
+        self.embedding_timeout_seconds = embedding_timeout_seconds
 
     async def excerpts(
         self, turn: Turn, summary: str, raw: list[MessageTable], embedder: Embeddings | None = None

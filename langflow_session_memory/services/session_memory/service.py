@@ -30,7 +30,7 @@ from langflow_session_memory.services.session_memory.rules.recall import Excerpt
 from langflow_session_memory.services.session_memory.rules.state import Reading, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
-from langflow_session_memory.services.session_memory.settings import fold_policy
+from langflow_session_memory.services.session_memory.settings import embedding_timeout_seconds, fold_policy
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.model import utc_now
 from langflow_session_memory.services.session_memory.storage.reading import read
@@ -83,7 +83,7 @@ class SessionMemoryService:
         self.folds = FoldRunner(sessions, self.planner)
         self.background = background or BackgroundFolds()
         self._folded_turns: OrderedDict = OrderedDict()
-        self.retrieval = Retrieval(sessions)
+        self.retrieval = Retrieval(sessions, embedding_timeout_seconds())
 
     @property
     def policy(self) -> FoldPolicy:
