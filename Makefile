@@ -90,7 +90,8 @@ run: install
 		--model-host $(MODEL_HOST) --model-port $(MODEL_PORT) $(if $(MODEL),--model '$(MODEL)')
 
 # `make run` on a real model, no account: Qwen2.5-Coder 1.5B Instruct served by llama-cpp-python on this machine (the
-# real-model tier's build and model: minutes the first time, seconds after), Langflow's OpenAI provider pointed at it.
+# real-model tier's build and model: minutes the first time, seconds after), Langflow's "OpenAI Compatible" provider
+# pointed at it, the flow's Agent on the model's name (local_model/tier.py's local_launch).
 run-local: install
 	@mkdir -p .langflow
 	@UV="$(UV)" PYTHON="$(PYTHON)" $(LANGFLOW_ENV) $(BIN)/python -m local_model.tier run --host $(HOST) --port $(PORT)

@@ -14,7 +14,7 @@
    The server is stopped whatever happens.
 
 ``REAL_MODEL=gemma`` or ``REAL_MODEL=qwen`` runs one of the two. ``python -m local_model.tier run`` (``make
-run-local``) serves Qwen for ``make run``: Langflow's OpenAI provider points at it. ``python -m
+run-local``) serves Qwen for ``make run``: Langflow's "OpenAI Compatible" provider points at it. ``python -m
 local_model.tier long-chat`` (``make eval-real``) serves Qwen the same way, with an 8,192-token window, and
 runs the long chatty session of ``benchmarks.long_chat`` against it; ``... tier eval`` (``make eval-real-short``)
 the scripted recall eval at a reduced size (``EVAL_SIZE``); each into its section of docs/eval.md. With
@@ -31,10 +31,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from langflow_session_memory.launcher import with_listed
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv-real"
@@ -359,9 +362,26 @@ def run_benchmark(module: str, model: ServedModel, arguments: list[str], environ
         server.wait(timeout=30)
 
 
+def local_launch(base_url: str, environ: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The launcher's arguments and environment for ``make run-local``: ``make run MODEL=openai-compatible:<Qwen>``
+    on the tier's server, so the flow's Agent names the model that answers.
+
+    Langflow's OpenAI provider would reach the server too (``OPENAI_BASE_URL``), but its editor marks a model outside
+    OpenAI's list "Not available"; its "OpenAI Compatible" provider lists what the server serves. It reaches a
+    loopback server only when ``LANGFLOW_SSRF_ALLOWED_HOSTS`` names the host: the tier's own, 127.0.0.2, is added.
+    """
+    environment = {
+        "OPENAI_COMPATIBLE_BASE_URL": base_url,
+        **with_listed(environ, "LANGFLOW_SSRF_ALLOWED_HOSTS", HOST),
+        "LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S": LONG_CHAT_STREAM_TIMEOUT_S,
+        "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS": "240",
+    }
+    return ["--model", f"openai-compatible:{QWEN_ALIAS[1]}"], environment
+
+
 def run_local(arguments: list[str]) -> int:
-    """``make run-local``: ``make run`` with Langflow's OpenAI provider on Qwen served by the tier, as a user of a local
-    model serves one (one slot, both cores, an 8,192-token window); the server stops with Langflow."""
+    """``make run-local``: ``make run`` on Qwen served by the tier (:func:`local_launch`), as a user of a local model
+    serves one (one slot, both cores, an 8,192-token window); the server stops with Langflow."""
     ensure_server_environment()
     ensure_qwen()
     artifacts = ROOT / "test-artifacts" / "real-model"
@@ -371,15 +391,10 @@ def run_local(arguments: list[str]) -> int:
     server = serve(model, port, artifacts / "server-run-local.log", artifacts / "requests-run-local.jsonl")
     base_url = f"http://{HOST}:{port}/v1"
     say(f"{model.name} answers on {base_url} (llama-cpp-python, n_ctx {model.context_window}, {model.threads} threads)")
-    served = {
-        "OPENAI_API_KEY": "sk-local",
-        "OPENAI_BASE_URL": base_url,
-        "LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S": LONG_CHAT_STREAM_TIMEOUT_S,
-        "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS": "240",
-    }
+    launcher_arguments, served = local_launch(base_url, os.environ)
     command = [str(ROOT / ".venv" / "bin" / "python"), "-m", "langflow_session_memory", "run", *arguments]
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
-    launcher = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **served})
+    launcher = subprocess.Popen([*command, *launcher_arguments], cwd=ROOT, env={**os.environ, **served})
     try:
         return launcher.wait()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM to this process alone: the launcher stops Langflow first

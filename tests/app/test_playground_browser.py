@@ -262,7 +262,7 @@ def test_the_readme_quick_start(make_run, page):
             chat(page, chat_log, f"hello {i}", f"OK: hello {i}")
         chat(page, chat_log, QUESTION, "From our conversation: PRJ-123, EU")  # the turn waits for the fold
         step = opened_memory_step(page, QUICK_START_STEPS)  # "open it to read ..."
-        expect(step).to_contain_text(f"{QUICK_START_SUMMARIZED} earlier messages are summarized in")  # "read ..."
+        expect(step).to_contain_text(f"The summary covers the first {QUICK_START_SUMMARIZED} messages")  # "read ..."
         expect(step).not_to_contain_text("PRJ-123")  # the stored answer: counts and a link, never the summary
         page.screenshot(path=SCREENSHOTS / "quick-start-2-session-memory-step.png")
 
@@ -338,7 +338,7 @@ def test_the_playground_shows_the_planted_fact_in_the_session_memory_step(langfl
             chat.press("Enter")
             live = opened_memory_step(page)
             expect(live).to_contain_text("PRJ-123")  # the summary, while the answer is being written
-            expect(live).to_contain_text("earlier messages are summarized in")  # what the turn did, in words
+            expect(live).to_contain_text("The summary covers the first")  # what the summary covers, in words
             expect(live).not_to_contain_text("earlier_messages_summarized")  # its counts on the Metadata tab
             page.screenshot(path=SCREENSHOTS / "session-memory-step-live.png")
         expect(chat_log).to_contain_text("From our conversation:")

@@ -167,7 +167,7 @@ def test_the_playground_shows_a_session_memory_step_and_no_stored_row_keeps_the_
     assert step_facts(final)["summary_page"] == summary_page
     link = f"The summary is not stored with the answer: [read it][1] (with your Langflow login).\n\n[1]: {summary_page}"
     said, _ = step_text(final).split(link)  # what the turn did, then a link the Playground opens
-    assert said.startswith(f"**{BATCH}** earlier messages are summarized in ")
+    assert said.startswith(f"The summary covers the first **{BATCH}** messages of this session.")
     assert "PRJ-123" not in said
 
     stored = langflow.sql(

@@ -69,7 +69,7 @@ def test_the_quick_start_on_a_real_local_model_recalls_the_project(tmp_path, pag
             seconds = [send(page, FACT, 1)]
             seconds += [send(page, f"hello {i}", i + 1) for i in range(1, QUICK_START_MESSAGES + 1)]
             seconds.append(send(page, QUESTION, QUICK_START_MESSAGES + 2))
-            expect(opened_memory_step(page)).to_contain_text("earlier messages are summarized in")
+            expect(opened_memory_step(page)).to_contain_text("The summary covers the first")
             page.screenshot(path=SCREENSHOTS / "real-model-quick-start.png")
             answer = last_answer(address, flow_id)
 

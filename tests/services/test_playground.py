@@ -189,7 +189,7 @@ async def test_while_folding_is_paused_the_step_says_until_when_and_why_even_bef
     )
 
 
-def test_the_step_says_what_the_turn_did_in_short_lines_the_playground_renders_as_markdown():
+def test_the_step_says_what_the_summary_covers_and_what_was_quoted_and_keeps_the_counts_in_its_metadata():
     facts = {
         "earlier_messages_summarized": 1240,
         "folded_this_turn": 20,
@@ -201,18 +201,24 @@ def test_the_step_says_what_the_turn_did_in_short_lines_the_playground_renders_a
         "left_out_because": "messages waiting over 16000 tokens",
         "older_messages_quoted": 2,
         "quoted_tokens": 180,
+        "folds_after_this_answer": True,
         "calls_fitted_to_window": 1,
         "history_left_out": 3,
         "tool_results_clipped": 1,
     }
     text = kept_out(facts)
     assert text.split("\n\n")[:5] == [
-        "**1240** earlier messages are summarized in 287 words, 20 of them this turn.",
-        "45 messages are older than the chat history window, not summarized yet.",
-        "Left out of this request: messages waiting over 16000 tokens.",
-        "2 older messages are quoted for the question.",
+        "The summary covers the first **1240** messages of this session.",
+        "Left out of this request: **45** older messages not summarized yet (messages waiting over 16000 tokens).",
+        "Quoted for the question: **2** older messages that match it.",
         "Fitted to the model's window: 3 history messages left out, 1 tool results clipped.",
+        "The summary is not stored with the answer: [read it][1] (with your Langflow login).",
     ]
     assert max(len(line) for line in text.splitlines()) <= 120
-    assert kept_out({"summary_page": SUMMARY_PAGE, "earlier_messages_summarized": 20}).startswith("**20** earlier")
-    assert kept_out({"messages_waiting": 1, "waiting_tokens": 7}).startswith("1 message is older than the chat history")
+    step = ToolContent(name=STEP_NAME, output=step_output(text, facts))
+    assert step_facts(step) == facts  # the words, what this turn folded, the tokens: its Metadata
+
+
+def test_messages_waiting_that_are_sent_are_in_the_metadata_only():
+    waiting = {"summary_page": SUMMARY_PAGE, "earlier_messages_summarized": 1, "messages_waiting": 3}
+    assert kept_out(waiting).startswith("The summary covers the first **1** message of this session.\n\nThe summary is")

@@ -1,9 +1,9 @@
 """The "Session memory" step among an Agent answer's steps in the Playground.
 
 The step is a content block of the Agent's message shaped like a tool step (Langflow shows
-those as collapsible steps, and its v1 rendering keeps them under "Agent Steps"): how many
-earlier messages the summary covers, whether this turn folded, a pause and its reason, and,
-while the answer is being written, the summary itself as the step's output. A summary is
+those as collapsible steps, and its v1 rendering keeps them under "Agent Steps"): what the
+summary covers, what was quoted for the question, a pause and its reason, and, while the
+answer is being written, the summary itself as the step's output. A summary is
 a copy of what users said, and a copy in a stored message would outlive the deletion of the
 messages it came from: every write of the message stores the step without the summary, and
 the answer handed on to the rest of the flow (Chat Output stores it again) carries it
@@ -105,28 +105,20 @@ def stored_text(facts: dict) -> str:
 
 
 def described(facts: dict) -> list[str]:
-    """The step's counts as a flow builder reads them: what the summary covers, what this turn summarized, what
-    waits and why, what was quoted, a pause and its reason, what was fitted to the model's window; a short line
-    each, only for the counts there are (a step stored by an older version may lack some). Token counts are in
-    the step's Metadata only."""
+    """What a person reads on the step: what the summary covers, what was left out of the request and why, what was
+    quoted, a pause and its reason, what was fitted to the model's window; a short line each, only for the counts there
+    are (a step stored by an older version may lack some). The rest (words, what this turn folded, what waits and is
+    sent as it is, tokens) is in the step's Metadata only."""
     lines = []
     summarized = facts.get("earlier_messages_summarized")
     if summarized == 0:
         lines.append("Nothing is summarized yet.")
     elif summarized is not None:
-        line = f"**{summarized}** earlier {_messages(summarized)} summarized in {facts.get('summary_words', 0)} words"
-        folded = facts.get("folded_this_turn")
-        lines.append(f"{line}, {folded} of them this turn." if folded else f"{line}.")
-    if waiting := facts.get("messages_waiting"):
-        lines.append(f"{waiting} {_messages(waiting)} older than the chat history window, not summarized yet.")
-        if why := facts.get("left_out_because"):
-            lines.append(f"Left out of this request: {why}.")
-        elif why := facts.get("folded_early_because"):
-            lines.append(f"Summarized early: {why}.")
-    if facts.get("folds_after_this_answer"):
-        lines.append("The next messages are summarized after this answer.")
+        lines.append(f"The summary covers the first **{summarized}** {_messages(summarized)} of this session.")
+    if (waiting := facts.get("messages_waiting")) and (why := facts.get("left_out_because")):
+        lines.append(f"Left out of this request: **{waiting}** older {_messages(waiting)} not summarized yet ({why}).")
     if quoted := facts.get("older_messages_quoted"):
-        lines.append(f"{quoted} older {_messages(quoted)} quoted for the question.")
+        lines.append(f"Quoted for the question: **{quoted}** older {_messages(quoted)} that match it.")
     if paused := facts.get("summaries_paused_until"):
         lines.append(
             f"Summarizing is paused until {str(paused)[:16].replace('T', ' ')} UTC: {facts.get('pause_reason')}."
@@ -140,7 +132,7 @@ def described(facts: dict) -> list[str]:
 
 
 def _messages(count) -> str:
-    return "message is" if count == 1 else "messages are"
+    return "message" if count == 1 else "messages"
 
 
 def memory_step(history) -> ToolContent | None:
@@ -160,8 +152,8 @@ def memory_step(history) -> ToolContent | None:
         waiting = history.waiting
         facts |= {"messages_waiting": waiting.messages, "waiting_tokens": waiting.tokens}
         if waiting.over:
-            why = "folded_early_because" if history.folded else "left_out_because"
-            facts[why] = f"messages waiting over {waiting.budget} tokens"
+            why = f"messages waiting over {waiting.budget} tokens"
+            facts |= {"folded_early_because": why} if history.folded else {"left_out_because": why}
     if history.excerpts:
         facts |= {"older_messages_quoted": len(history.excerpts), "quoted_tokens": history.excerpt_tokens}
     if history.fold_due:
