@@ -34,7 +34,7 @@ from benchmarks.app import LangflowApp, langflow_app
 from benchmarks.eval import Configuration
 from benchmarks.inprocess import FOLD_EVENT, PROBLEM_EVENTS
 from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.rules import ranking
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 
 DATA = Path(__file__).resolve().parent / "data" / "locomo"
@@ -169,7 +169,7 @@ def quoted_before_asking(app: LangflowApp, flow_id: str, session_id: str, questi
     async def passages():
         async with service.sessions() as session:
             before = await messages.window_start(session, key, 9, input_message_id=None)
-        return await service.retrieval.passages_before(key, question, before=before, tokens=ranking.PASSAGE_TOKENS)
+        return await service.retrieval.passages_before(key, question, before=before, tokens=RETRIEVAL.passage_tokens)
 
     found = app.http.portal.call(passages)
     return None if found is None else bool(set(ids) & {line.message_id for line in found})

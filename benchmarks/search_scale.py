@@ -39,8 +39,8 @@ from benchmarks.databases import postgres_database
 from benchmarks.history import p95
 from benchmarks.session_delete import START, message_row
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.retrieval import EXCERPT_READ_CHARACTERS
 from langflow_session_memory.services.session_memory.rules import ranking
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
@@ -250,7 +250,7 @@ async def index_others(engine, backend: str) -> int:
             ).all()
             for name, _definition in definitions:
                 await connection.execute(text(f'DROP INDEX "{name}"'))
-        inserted = (await connection.execute(text(OTHER_ENTRIES), {"body": search_index.BODY_CHARACTERS})).rowcount
+        inserted = (await connection.execute(text(OTHER_ENTRIES), {"body": RETRIEVAL.indexed_characters})).rowcount
         if definitions:
             await connection.execute(text("SET maintenance_work_mem = '1GB'"))
         for _name, definition in definitions:
@@ -276,7 +276,9 @@ async def index_path(service: SessionMemoryService, turn: Turn, question: str) -
     """What ``excerpts`` costs when the index is ready: the window's start, then ``passages_before``."""
     async with service.sessions() as session:
         before = await messages.window_start(session, turn.key, N_MESSAGES, input_message_id=turn.input_message_id)
-    passages = await service.retrieval.passages_before(turn.key, question, before=before, tokens=ranking.PASSAGE_TOKENS)
+    passages = await service.retrieval.passages_before(
+        turn.key, question, before=before, tokens=RETRIEVAL.passage_tokens
+    )
     if passages is None:
         raise RuntimeError("the index is not ready: the benchmark would time the fallback")
     return passages
@@ -305,7 +307,7 @@ async def postgres_plans(engine, key: SessionKey, before: Cursor) -> list[Plan]:
     statements = {
         f"per-word search of `{word}`": select(
             *search_index._matching(
-                word, 0, key, before, ranking.CANDIDATES_PER_WORD, EXCERPT_READ_CHARACTERS, "postgresql"
+                word, 0, key, before, RETRIEVAL.indexed_per_word, RETRIEVAL.read_characters, "postgresql"
             ).c
         )
         for word in dict.fromkeys(word for question, _ in QUERIES.values() for word in ranking.query_words(question))
@@ -314,7 +316,7 @@ async def postgres_plans(engine, key: SessionKey, before: Cursor) -> list[Plan]:
         select(search_index.ENTRY.c.words)
         .where(search_index._chat(key), search_index._before(before))
         .order_by(search_index.ENTRY.c.timestamp.desc(), search_index.ENTRY.c.message_id.desc())
-        .limit(ranking.INDEXED_COUNTED)
+        .limit(RETRIEVAL.indexed_counted)
         .subquery()
     )
     statements["`chat_size` (count of the newest 10,000)"] = select(func.count(), func.avg(newest.c.words))
@@ -417,7 +419,7 @@ def section(results: list[Measured]) -> str:
         f"`python -m benchmarks.search_scale` (not part of `make bench`; `--write` renews this section), "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores. One session of many messages in a large "
         "message table, every session indexed; the excerpt selection of one turn (N="
-        f"{N_MESSAGES}, passages within {ranking.PASSAGE_TOKENS} tokens), p50 and p95 of "
+        f"{N_MESSAGES}, passages within {RETRIEVAL.passage_tokens} tokens), p50 and p95 of "
         f"{' and '.join(f'{m.rounds} calls ({m.backend})' for m in results)} after one warm-up, the database "
         "analysed after indexing. *index*: what `Retrieval.excerpts` costs when "
         "the index is ready (the window's start, then `passages_before`: is_ready, one search per word, the "
@@ -441,7 +443,7 @@ def section(results: list[Measured]) -> str:
         lines.append(
             f"- {m.backend}: {m.table_rows:,} messages seeded in {m.seed_s:.0f} s; the big session's "
             f"{m.real_indexed:,} through the real path (`index_older` after {m.answers} answers, batches of "
-            f"{search_index.INDEX_BATCH}) in {m.real_index_s:.1f} s, "
+            f"{RETRIEVAL.index_batch}) in {m.real_index_s:.1f} s, "
             f"{m.real_indexed / m.real_index_s:,.0f} messages/s; the other sessions' {m.other_entries:,} by one "
             f"`INSERT ... SELECT` (not the real path) in {m.other_index_s:.0f} s. Worst index-path p95 "
             f"{worst:.1f} ms against {TARGET_P95_MS[m.backend]} ms."

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from langflow_session_memory.services.session_memory.rules import ranking, recall
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
-from langflow_session_memory.services.session_memory.storage import search_index
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, RETRIEVAL
 from langflow_session_memory.services.session_memory.summary import model_call, prompt, validation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +27,7 @@ PAGES = [page for page in RULE_PAGES if page.name not in REPORTS]
 BATCH = DEFAULT_POLICY.batch_size
 PAUSE_MINUTES = int(DEFAULT_POLICY.pause.total_seconds() // 60)
 SUMMARY_SIZE = (prompt.SUMMARY_WORD_LIMIT, prompt.SUMMARY_CHARACTER_LIMIT)
-SEARCH_QUERY_SIZE = (recall.MAX_KEYWORDS, recall.MAX_PATTERN_CHARACTERS)
+SEARCH_QUERY_SIZE = (RETRIEVAL.max_keywords, RETRIEVAL.max_pattern_characters)
 NUMBER = r"(\d[\d,]*)"
 
 # A wording that states a value, and the values it may state (a tuple for a wording with two numbers).
@@ -45,10 +43,10 @@ STATEMENTS = {
     rf"\b{NUMBER}\s+output\s+tokens\b": {model_call.FOLD_OUTPUT_TOKENS, model_call.FOLD_REASONING_OUTPUT_TOKENS},
     rf"\bat\s+most\s+{NUMBER}\s+estimated\s+tokens\b": {prompt.MAX_TOKENS_PER_MESSAGE},
     rf"\bclipped\s+to\s+{NUMBER}\s+estimated\s+tokens\b": {prompt.MAX_TOKENS_PER_MESSAGE},
-    rf"\bwithin\s+{NUMBER}\s+estimated\s+tokens\b": {ranking.PASSAGE_TOKENS},
-    rf"\bthe\s+best\s+{NUMBER}\s+are\s+quoted\b": {ranking.MOST_HITS},
-    rf"\bthe\s+{NUMBER}\s+rarest\b": {ranking.MOST_TERMS},
-    rf"\b{NUMBER}\s+messages\s+a\s+transaction\b": {search_index.INDEX_BATCH},
+    rf"\bwithin\s+{NUMBER}\s+estimated\s+tokens\b": {RETRIEVAL.passage_tokens},
+    rf"\bthe\s+best\s+{NUMBER}\s+are\s+quoted\b": {RETRIEVAL.most_hits},
+    rf"\bthe\s+{NUMBER}\s+rarest\b": {RETRIEVAL.most_terms},
+    rf"\b{NUMBER}\s+messages\s+a\s+transaction\b": {RETRIEVAL.index_batch},
 }
 
 

@@ -6,7 +6,7 @@ from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import func, select
 
 from langflow_session_memory.services.session_memory.rules.assembly import EXCERPTS_ACKNOWLEDGEMENT
-from langflow_session_memory.services.session_memory.rules.recall import CANDIDATES_PER_WORD
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.storage import messages
 from tests.chat import ScriptedChatModel, chat_rows, store_rows
@@ -37,7 +37,7 @@ async def stored_count(sessions) -> int:
 
 
 async def test_an_old_message_the_question_names_is_quoted_after_the_window_and_never_stored(service, sessions, key):
-    rows = await chatty_session(sessions, key, 6 * CANDIDATES_PER_WORD)
+    rows = await chatty_session(sessions, key, 6 * RETRIEVAL.unindexed_per_word)
     stored = await stored_count(sessions)
 
     history = await service.build_history(turn_for(key, rows), ScriptedChatModel())
@@ -69,18 +69,18 @@ async def test_a_question_whose_words_the_window_holds_quotes_nothing(service, s
 
 
 async def test_each_word_finds_its_own_newest_messages_however_many_hold_another(sessions, key):
-    rows = await chatty_session(sessions, key, 4 * CANDIDATES_PER_WORD)
+    rows = await chatty_session(sessions, key, 4 * RETRIEVAL.unindexed_per_word)
     async with sessions() as session:
         found = await messages.older_matching_each(
             session,
             key,
             before=messages.cursor_of(rows[-1]),
             words=("sister", "work", "car"),
-            limit=CANDIDATES_PER_WORD,
+            limit=RETRIEVAL.unindexed_per_word,
             read_characters=100,
         )
     assert [candidate.text for candidate in found["sister"]] == [FACT]
-    assert len(found["work"]) == CANDIDATES_PER_WORD
+    assert len(found["work"]) == RETRIEVAL.unindexed_per_word
     assert found["car"] == []  # "scarf" or "Oscar" are not "car"; none here either
 
 

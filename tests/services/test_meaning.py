@@ -7,13 +7,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langflow_session_memory.services.session_memory.rules.meaning import (
-    MIN_POOL,
-    MIN_STANDOUT,
-    fused,
-    similarities,
-    standouts,
-)
+from langflow_session_memory.services.session_memory.rules.meaning import fused, similarities, standouts
+from langflow_session_memory.services.session_memory.rules.policy import EMBEDDING
 from langflow_session_memory.services.session_memory.rules.recall import best_excerpts
 from langflow_session_memory.services.session_memory.storage.messages import Candidate
 
@@ -45,7 +40,7 @@ def test_the_one_message_near_the_question_stands_out_of_a_pool_of_unrelated_one
     pool["cello lessons"] = unit(0)
     [(key, standing)] = standouts(unit(0), pool)
     assert key == "cello lessons"
-    assert standing >= MIN_STANDOUT
+    assert standing >= EMBEDDING.min_standout
 
 
 def test_a_pool_without_a_standout_quotes_nothing():
@@ -54,7 +49,7 @@ def test_a_pool_without_a_standout_quotes_nothing():
 
 
 def test_a_pool_too_small_to_have_a_spread_quotes_nothing():
-    pool = {f"message {i}": unit(1 + i % 7) for i in range(MIN_POOL - 2)}
+    pool = {f"message {i}": unit(1 + i % 7) for i in range(EMBEDDING.min_pool - 2)}
     pool["cello lessons"] = unit(0)
     assert standouts(unit(0), pool) == []
 
@@ -63,7 +58,7 @@ def test_a_pool_too_small_to_have_a_spread_quotes_nothing():
 def test_standouts_are_few_best_first_and_past_the_standing(query, pool, most):
     found = standouts(query, pool, most=most)
     assert len(found) <= most
-    assert all(standing >= MIN_STANDOUT and key in pool for key, standing in found)
+    assert all(standing >= EMBEDDING.min_standout and key in pool for key, standing in found)
     assert [standing for _, standing in found] == sorted((standing for _, standing in found), reverse=True)
 
 

@@ -11,15 +11,15 @@ from tests.generated_docs import generated_table
 DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
 
 
-def test_the_design_s_policy_table_is_generated_from_the_policy():
-    assert generated_table(DESIGN, "policy.markdown_table") == policy.markdown_table(), (
-        "docs/design.md's policy table is not the policy's: replace it with the output of "
+def test_the_design_s_policy_tables_are_generated_from_the_policies():
+    assert generated_table(DESIGN, "policy.markdown_tables") == policy.markdown_tables(), (
+        "docs/design.md's policy tables are not the policies': replace them with the output of "
         "`python -m langflow_session_memory.services.session_memory.rules.policy`"
     )
 
 
-def test_every_setting_of_the_policy_says_what_it_means():
-    assert all(setting.metadata.get("meaning") for setting in fields(policy.FoldPolicy))
+def test_every_setting_of_every_policy_says_what_it_means():
+    assert all(setting.metadata.get("meaning") for each in policy.POLICIES for setting in fields(each))
     assert "| `record_share` | 0.4 |" in policy.markdown_table()
     assert "| `pause` | 10 minutes |" in policy.markdown_table()
 

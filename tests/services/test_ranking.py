@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.ranking import (
-    QUERY_WORDS,
     Scored,
     passage_budget,
     passages,
@@ -55,7 +55,7 @@ def test_filler_and_stop_words_are_never_searched_however_rare():
 
 def test_ids_keep_their_punctuation_and_a_long_question_is_cut():
     assert query_words("Is PRJ-123 on v2.1?") == ("prj-123", "v2.1")
-    assert len(query_words(" ".join(f"word{i}" for i in range(50)))) == QUERY_WORDS
+    assert len(query_words(" ".join(f"word{i}" for i in range(50)))) == RETRIEVAL.query_words
 
 
 def test_the_rarest_words_are_searched_and_two_forms_of_one_stem_count_once():

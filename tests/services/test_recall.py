@@ -3,9 +3,8 @@
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.recall import (
-    CANDIDATES_PER_WORD,
-    MIN_EXCERPT_SCORE,
     asks,
     best_excerpts,
     excerpt_budget,
@@ -31,18 +30,18 @@ def test_only_words_neither_the_summary_nor_the_messages_sent_hold_are_searched(
 
 def test_a_word_found_in_few_messages_weighs_more_than_one_found_in_hundreds():
     weights = word_weights({"sister": [found("my sister", 0)], "work": [found("work", i) for i in range(50)]})
-    assert weights["sister"] > MIN_EXCERPT_SCORE > weights["work"]
+    assert weights["sister"] > RETRIEVAL.min_excerpt_score > weights["work"]
 
 
 def test_an_old_message_a_rare_word_names_is_quoted_however_many_newer_ones_hold_a_common_word():
     old = found("My sister Priya called last night from Lisbon.", 0)
-    newer = [found(f"Long day at work again, number {i}.", 100 + i) for i in range(CANDIDATES_PER_WORD)]
+    newer = [found(f"Long day at work again, number {i}.", 100 + i) for i in range(RETRIEVAL.unindexed_per_word)]
     excerpts = best_excerpts({"sister": [old], "work": newer})
     assert [excerpt.text for excerpt in excerpts] == [old.text]
 
 
 def test_common_words_alone_quote_nothing():
-    common = [found(f"work and the weekend, day {i}", i) for i in range(CANDIDATES_PER_WORD)]
+    common = [found(f"work and the weekend, day {i}", i) for i in range(RETRIEVAL.unindexed_per_word)]
     assert best_excerpts({"work": common, "weekend": common}) == []
 
 

@@ -18,7 +18,7 @@ from langflow_session_memory.services.session_memory.agent.search_tool import (
     with_search_tool,
 )
 from langflow_session_memory.services.session_memory.folding.background import BackgroundFolds
-from langflow_session_memory.services.session_memory.rules.recall import EXCERPT_CHARACTERS, MAX_RESULTS
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from tests.chat import START, chat_rows, store_rows
@@ -112,7 +112,7 @@ async def test_at_most_five_best_first_and_newest_first_among_equals(sessions, k
 
     matches = await search(sessions, turn, "kiwi mango")
 
-    assert len(matches) == MAX_RESULTS
+    assert len(matches) == RETRIEVAL.tool_results
     assert [match.excerpt for match in matches] == ["kiwi and mango, old"] + [
         f"kiwi number {i}" for i in (19, 18, 17, 16)
     ]
@@ -124,7 +124,7 @@ async def test_a_long_message_is_clipped_around_the_keyword(sessions, key):
 
     [match] = await search(sessions, turn, "ZEBRA-42")
 
-    assert len(match.excerpt) <= EXCERPT_CHARACTERS
+    assert len(match.excerpt) <= RETRIEVAL.excerpt_characters
     assert "ZEBRA-42" in match.excerpt
 
 

@@ -6,6 +6,7 @@ from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import Column, MetaData, Table, Uuid, delete, func, select, text, update
 from sqlalchemy.exc import OperationalError
 
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.ranking import NOTES_SENDER
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.storage import cleanup, messages, search_index, store
@@ -62,12 +63,12 @@ async def test_after_an_answer_every_message_older_than_the_next_window_is_index
 
 
 async def test_a_session_switched_on_late_is_indexed_in_batches_of_its_size(service, sessions, key):
-    rows = await long_chat(sessions, key, 2 * search_index.INDEX_BATCH + 30)
+    rows = await long_chat(sessions, key, 2 * RETRIEVAL.index_batch + 30)
 
     first = await service.retrieval.index_older(
         Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id), batches=1
     )
-    assert first == search_index.INDEX_BATCH
+    assert first == RETRIEVAL.index_batch
     rest = await service.retrieval.index_older(Turn(key=key, n_messages=WINDOW, input_message_id=rows[-1].id))
     assert first + rest == len(rows) - (WINDOW - 1)
 
@@ -262,7 +263,7 @@ async def test_a_pasted_log_is_indexed_by_its_start_only(service, sessions, key)
 
     async with sessions() as session:
         body = await session.scalar(select(ENTRY.c.body).where(ENTRY.c.message_id == rows[0].id))
-    assert len(body) == search_index.BODY_CHARACTERS
+    assert len(body) == RETRIEVAL.indexed_characters
     assert body.startswith("invoice ")
 
 

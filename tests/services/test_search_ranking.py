@@ -7,15 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from langflow_session_memory.services.session_memory.agent.search import answer
-from langflow_session_memory.services.session_memory.rules.recall import (
-    EXCERPT_CHARACTERS,
-    MAX_KEYWORD_CHARACTERS,
-    MAX_PATTERN_CHARACTERS,
-    MAX_RESULTS,
-    excerpt,
-    keywords,
-    rank,
-)
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
+from langflow_session_memory.services.session_memory.rules.recall import excerpt, keywords, rank
 from langflow_session_memory.services.session_memory.storage.messages import Candidate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -43,14 +36,14 @@ def test_keywords_are_few_distinct_and_lower_case(query):
 
 
 def test_a_huge_word_is_cut_to_its_start_and_the_words_before_it_are_kept():
-    assert keywords("ZEBRA-42 " + "q" * 100_000) == ("zebra-42", "q" * MAX_KEYWORD_CHARACTERS)
+    assert keywords("ZEBRA-42 " + "q" * 100_000) == ("zebra-42", "q" * RETRIEVAL.max_keyword_characters)
 
 
 @given(st.lists(st.text(alphabet="abcdefghij-", min_size=2, max_size=500), max_size=20))
 def test_the_words_sent_to_the_database_stay_within_the_pattern_budget(words):
     found = keywords(" ".join(words))
-    assert all(len(word) <= MAX_KEYWORD_CHARACTERS for word in found)
-    assert sum(len(word) for word in found) <= MAX_PATTERN_CHARACTERS
+    assert all(len(word) <= RETRIEVAL.max_keyword_characters for word in found)
+    assert sum(len(word) for word in found) <= RETRIEVAL.max_pattern_characters
 
 
 @given(st.lists(st.lists(WORDS, min_size=1, max_size=4), max_size=12), st.lists(WORDS, min_size=1, max_size=3))
@@ -59,7 +52,7 @@ def test_ranking_returns_at_most_five_most_keywords_first_then_newest(texts, wor
 
     matches = rank(candidates, words)
 
-    assert len(matches) == min(MAX_RESULTS, len(candidates))
+    assert len(matches) == min(RETRIEVAL.tool_results, len(candidates))
     order = [(-match.keywords_found, -match.timestamp.timestamp()) for match in matches]
     assert order == sorted(order)
 
@@ -71,7 +64,7 @@ def test_a_candidate_matched_past_the_part_read_still_counts_once():
 
 @given(st.text(max_size=2000), st.lists(WORDS, max_size=3))
 def test_an_excerpt_never_exceeds_the_limit(text, words):
-    assert len(excerpt(text, words)) <= EXCERPT_CHARACTERS
+    assert len(excerpt(text, words)) <= RETRIEVAL.excerpt_characters
 
 
 @given(st.integers(min_value=0, max_value=3000), st.integers(min_value=0, max_value=3000))
@@ -79,7 +72,7 @@ def test_an_excerpt_shows_the_first_keyword_wherever_it_is(before, after):
     text = "x " * before + "ZEBRA-42" + " y" * after
     clipped = excerpt(text, ["zebra-42"])
     assert "ZEBRA-42" in clipped
-    assert len(clipped) <= EXCERPT_CHARACTERS
+    assert len(clipped) <= RETRIEVAL.excerpt_characters
 
 
 def test_the_answer_names_sender_and_utc_time_of_each_match():

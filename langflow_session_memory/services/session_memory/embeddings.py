@@ -15,11 +15,8 @@ from collections.abc import Sequence
 
 from langchain_core.embeddings import Embeddings
 
-# Of an older message, what is embedded: its start, as an excerpt shows it.
-EMBEDDED_CHARACTERS = 1_000
-# 8M floats: 32 MB, 20,000 vectors of all-MiniLM-L6-v2 (384 dimensions), 5,000 of text-embedding-3-small (1,536).
-MAX_CACHED_FLOATS = 8_000_000
-BATCH = 64
+from langflow_session_memory.services.session_memory.rules.policy import EMBEDDING
+
 # Where an embedding class keeps the length of the vectors it asks for (OpenAI's, Google's, Cohere's, Ollama's).
 _DIMENSION_FIELDS = ("dimensions", "output_dimensionality", "embedding_dimension", "dimension")
 
@@ -43,9 +40,9 @@ def model_key(model: Embeddings) -> str:
 
 
 class MessageVectors:
-    """Vectors of older messages, least recently used dropped first past :data:`MAX_CACHED_FLOATS`."""
+    """Vectors of older messages, least recently used dropped first past ``EMBEDDING.cached_floats``."""
 
-    def __init__(self, max_floats: int = MAX_CACHED_FLOATS) -> None:
+    def __init__(self, max_floats: int = EMBEDDING.cached_floats) -> None:
         self._vectors: OrderedDict[tuple[str, object, str], array] = OrderedDict()
         self._floats = 0
         self._max_floats = max_floats
@@ -55,12 +52,12 @@ class MessageVectors:
         key = model_key(model)
         names = {message_id: (key, message_id, _digest(text)) for message_id, text in messages}
         missing = [
-            (message_id, text[:EMBEDDED_CHARACTERS])
+            (message_id, text[: EMBEDDING.embedded_characters])
             for message_id, text in messages
             if names[message_id] not in self._vectors
         ]
-        for start in range(0, len(missing), BATCH):
-            batch = missing[start : start + BATCH]
+        for start in range(0, len(missing), EMBEDDING.batch):
+            batch = missing[start : start + EMBEDDING.batch]
             vectors = await model.aembed_documents([text for _, text in batch])
             for (message_id, _), vector in zip(batch, vectors, strict=True):
                 self._keep(names[message_id], array("f", vector))
@@ -84,9 +81,9 @@ class MessageVectors:
 
 async def of_query(model: Embeddings, text: str) -> list[float]:
     """The vector of a turn's message."""
-    return await model.aembed_query(text[:EMBEDDED_CHARACTERS])
+    return await model.aembed_query(text[: EMBEDDING.embedded_characters])
 
 
 def _digest(text: str) -> str:
     """A short name of the text embedded: an edited message gets a new vector."""
-    return hashlib.blake2b(text[:EMBEDDED_CHARACTERS].encode(), digest_size=8).hexdigest()
+    return hashlib.blake2b(text[: EMBEDDING.embedded_characters].encode(), digest_size=8).hexdigest()

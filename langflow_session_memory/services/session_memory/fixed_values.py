@@ -8,8 +8,7 @@ pages link to it instead of restating numbers that drift.
 
 from typing import NamedTuple
 
-from langflow_session_memory.services.session_memory.rules import call_fit, context_size, ranking, recall
-from langflow_session_memory.services.session_memory.storage import search_index
+from langflow_session_memory.services.session_memory.rules import call_fit, context_size
 from langflow_session_memory.services.session_memory.summary import model_call, prompt
 
 
@@ -69,64 +68,6 @@ FIXED_VALUES = (
         "FOLD_REASONING_OUTPUT_TOKENS",
         model_call.FOLD_REASONING_OUTPUT_TOKENS,
         "a fold's output budget on a model that reasons first",
-    ),
-    FixedValue(
-        "rules/recall", "MOST_EXCERPTS", recall.MOST_EXCERPTS, "older messages a turn quotes for its question at most"
-    ),
-    FixedValue("rules/recall", "EXCERPT_TOKENS", recall.EXCERPT_TOKENS, "tokens those excerpts take at most"),
-    FixedValue(
-        "rules/recall",
-        "MIN_EXCERPT_SCORE",
-        recall.MIN_EXCERPT_SCORE,
-        "score below which an older message is not quoted",
-    ),
-    FixedValue(
-        "rules/recall",
-        "CANDIDATES_PER_WORD",
-        recall.CANDIDATES_PER_WORD,
-        "older messages read for each word of a question; a word in as many weighs least",
-    ),
-    FixedValue("rules/recall", "MAX_KEYWORDS", recall.MAX_KEYWORDS, "words of a question or search looked up at most"),
-    FixedValue(
-        "rules/ranking",
-        "MOST_TERMS",
-        ranking.MOST_TERMS,
-        "a question's rarest words searched in the full-text index (filler and stop words never)",
-    ),
-    FixedValue(
-        "rules/ranking",
-        "CANDIDATES_PER_WORD",
-        ranking.CANDIDATES_PER_WORD,
-        "newest indexed messages the engine returns per word; a word in as many weighs least",
-    ),
-    FixedValue("rules/ranking", "K1", ranking.K1, "BM25's term saturation"),
-    FixedValue("rules/ranking", "B", ranking.B, "BM25's length normalisation"),
-    FixedValue(
-        "rules/ranking", "MOST_HITS", ranking.MOST_HITS, "best messages a turn quotes, each with its neighbours"
-    ),
-    FixedValue(
-        "rules/ranking",
-        "MIN_SHARE_OF_BEST",
-        ranking.MIN_SHARE_OF_BEST,
-        "share of the best score a message needs to be quoted beside it",
-    ),
-    FixedValue(
-        "rules/ranking",
-        "PASSAGE_TOKENS",
-        ranking.PASSAGE_TOKENS,
-        "tokens a turn's passages take at most (a twelfth of a known window, if less)",
-    ),
-    FixedValue(
-        "storage/search_index",
-        "INDEX_BATCH",
-        search_index.INDEX_BATCH,
-        "messages indexed per transaction after an answer (the first batch before the fold starts, the rest later)",
-    ),
-    FixedValue(
-        "storage/search_index",
-        "BODY_CHARACTERS",
-        search_index.BODY_CHARACTERS,
-        "characters of a message indexed and searched",
     ),
     FixedValue(
         "rules/call_fit",

@@ -17,26 +17,14 @@ from lfx.log.logger import logger
 from sqlalchemy.exc import OperationalError
 
 from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.embeddings import EMBEDDED_CHARACTERS, MessageVectors, of_query
+from langflow_session_memory.services.session_memory.embeddings import MessageVectors, of_query
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import meaning, ranking, recall
+from langflow_session_memory.services.session_memory.rules.policy import EMBEDDING, RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.recall import Excerpt, Match
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import SessionFactory, Turn
 from langflow_session_memory.services.session_memory.storage import messages, search_index
-
-# Of each older message a keyword finds, the part read: an excerpt shows a few hundred characters around its words.
-EXCERPT_READ_CHARACTERS = 4_000
-# With an embedding model: the newest older messages its vectors rank (a session's first asking turn embeds them).
-MEANING_POOL = 500
-# Batches of ``search_index.INDEX_BATCH`` indexed after one answer: a session switched on late with 100,000
-# messages is indexed over its first answer or two, a few hundred messages a transaction.
-INDEX_BATCHES = 100
-INDEX_ATTEMPTS = 3
-INDEX_RETRY_SECONDS = 0.05
-# The search tool while the index is behind: the newest messages holding its words, and the part of each read.
-TOOL_CANDIDATES = 200
-TOOL_READ_CHARACTERS = 20_000
 
 
 class Retrieval:
@@ -122,8 +110,8 @@ class Retrieval:
                         turn.key,
                         before=boundary,
                         words=words,
-                        limit=TOOL_CANDIDATES,
-                        read_characters=TOOL_READ_CHARACTERS,
+                        limit=RETRIEVAL.tool_candidates,
+                        read_characters=RETRIEVAL.tool_read_characters,
                     )
                     if words
                     else []
@@ -151,15 +139,15 @@ class Retrieval:
                 key,
                 before=before,
                 words=words,
-                limit=ranking.CANDIDATES_PER_WORD,
-                read_characters=EXCERPT_READ_CHARACTERS,
+                limit=RETRIEVAL.indexed_per_word,
+                read_characters=RETRIEVAL.read_characters,
             )
             indexed, average_words = await search_index.chat_size(
-                session, key, before=before, limit=ranking.INDEXED_COUNTED
+                session, key, before=before, limit=RETRIEVAL.indexed_counted
             )
-            hits = ranking.rank(found, messages=indexed, average_words=average_words)[: ranking.MOST_HITS]
+            hits = ranking.rank(found, messages=indexed, average_words=average_words)[: RETRIEVAL.most_hits]
             neighbours = await messages.around(
-                session, key, [hit.found.cursor for hit in hits], read_characters=EXCERPT_READ_CHARACTERS
+                session, key, [hit.found.cursor for hit in hits], read_characters=RETRIEVAL.read_characters
             )
         passages = ranking.passages(hits, neighbours, before=before, words=words, tokens=tokens)
         await logger.ainfo(
@@ -178,7 +166,7 @@ class Retrieval:
         async with self.sessions() as session:
             return await messages.window_start(session, turn.key, 1, input_message_id=turn.input_message_id)
 
-    async def index_older(self, turn: Turn, batches: int = INDEX_BATCHES) -> int:
+    async def index_older(self, turn: Turn, batches: int = RETRIEVAL.index_batches) -> int:
         """Add to the full-text index the chat's messages that the next turn's window leaves out (all but the newest
         ``n_messages - 1``: the next input comes in), one bounded batch a transaction; how many were indexed.
 
@@ -193,7 +181,7 @@ class Retrieval:
                 done += 1
                 batch = await self._index_batch(turn)
                 indexed += batch
-                if batch < search_index.INDEX_BATCH:
+                if batch < RETRIEVAL.index_batch:
                     break
         except Exception as error:  # noqa: BLE001 - after the answer nobody sees an error; logged, the next answer retries
             await logger.aerror(f"{log_events.INDEX_FAILED} where=indexing reason={describe(error)}")
@@ -205,14 +193,14 @@ class Retrieval:
         return indexed
 
     async def _index_batch(self, turn: Turn) -> int:
-        """One batch of :meth:`index_older`, tried again (at most :data:`INDEX_ATTEMPTS` times in all) where the
+        """One batch of :meth:`index_older`, tried again (``RETRIEVAL.index_attempts`` times in all) where the
         database refused it: on SQLite a fold or another turn that commits after the batch's read began makes its
         write fail at once (the transaction's snapshot is stale, it cannot wait for the lock)."""
-        for attempt in range(1, INDEX_ATTEMPTS):
+        for attempt in range(1, RETRIEVAL.index_attempts):
             try:
                 return await self._index_one_batch(turn)
             except OperationalError:
-                await asyncio.sleep(INDEX_RETRY_SECONDS * attempt)
+                await asyncio.sleep(RETRIEVAL.index_retry_seconds * attempt)
         return await self._index_one_batch(turn)
 
     async def _index_one_batch(self, turn: Turn) -> int:
@@ -230,8 +218,8 @@ class Retrieval:
         self, turn: Turn, summary: str, raw: list[MessageTable], before: Cursor, embedder: Embeddings | None = None
     ) -> tuple[Excerpt, ...]:
         """The older messages found as before the full-text index: by words that neither the summary nor the
-        messages sent hold, best first past :data:`recall.MIN_EXCERPT_SCORE`, and with an ``embedder`` by meaning
-        (:func:`meaning.standouts` among the newest :data:`MEANING_POOL`), the two rankings fused, oldest first;
+        messages sent hold, best first past ``RETRIEVAL.min_excerpt_score``, and with an ``embedder`` by meaning
+        (:func:`meaning.standouts` among the newest ``EMBEDDING.pool``), the two rankings fused, oldest first;
         none on any failure (logged), words alone when only the embedding model fails."""
         words = recall.unheld(recall.keywords(turn.input_text), [summary, *(row.text or "" for row in raw)])
         if not words and embedder is None:
@@ -244,12 +232,16 @@ class Retrieval:
                     turn.key,
                     before=before,
                     words=words,
-                    limit=recall.CANDIDATES_PER_WORD,
-                    read_characters=EXCERPT_READ_CHARACTERS,
+                    limit=RETRIEVAL.unindexed_per_word,
+                    read_characters=RETRIEVAL.read_characters,
                 )
                 pool = (
                     await messages.older_than(
-                        session, turn.key, before=before, limit=MEANING_POOL, read_characters=EMBEDDED_CHARACTERS
+                        session,
+                        turn.key,
+                        before=before,
+                        limit=EMBEDDING.pool,
+                        read_characters=EMBEDDING.embedded_characters,
                     )
                     if embedder is not None
                     else []

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, FoldPolicy
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, EMBEDDING, FoldPolicy
 
 FOLD_TIMEOUT_VARIABLE = "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS"
 LONGEST_FOLD_TIMEOUT_SECONDS = 3600.0
@@ -28,9 +28,6 @@ LARGEST_WAITING_TOKENS = 10_000_000
 TOOL_RESULT_SHARE_VARIABLE = "SESSION_MEMORY_TOOL_RESULT_SHARE"
 TOOL_RESULT_SHARE = 0.1
 EMBEDDING_TIMEOUT_VARIABLE = "SESSION_MEMORY_EMBEDDING_TIMEOUT_SECONDS"
-# One deadline for every Embedding Model call of a turn: meaning only adds to the words' excerpts.
-EMBEDDING_TIMEOUT_SECONDS = 5.0
-LONGEST_EMBEDDING_TIMEOUT_SECONDS = 120.0
 # Host names that only resolve on a local machine or a private network (Docker Compose service
 # names have no dot at all).
 _PRIVATE_NAME_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
@@ -63,9 +60,9 @@ def embedding_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
     return _positive_number(
         environ,
         EMBEDDING_TIMEOUT_VARIABLE,
-        EMBEDDING_TIMEOUT_SECONDS,
-        highest=LONGEST_EMBEDDING_TIMEOUT_SECONDS,
-        reason=f"not_a_number_of_seconds_up_to_{int(LONGEST_EMBEDDING_TIMEOUT_SECONDS)}",
+        EMBEDDING.timeout_seconds,
+        highest=EMBEDDING.longest_timeout_seconds,
+        reason=f"not_a_number_of_seconds_up_to_{int(EMBEDDING.longest_timeout_seconds)}",
     )
 
 

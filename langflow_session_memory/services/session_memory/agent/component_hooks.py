@@ -36,10 +36,9 @@ from langflow_session_memory.services.session_memory.agent.retry_smaller import 
 from langflow_session_memory.services.session_memory.agent.search_tool import with_search_tool
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages, summary_text
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import tool_result_share
-from langflow_session_memory.services.session_memory.storage import search_index
 from langflow_session_memory.services.session_memory.summary import notes
 from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_WORD_LIMIT
 
@@ -233,7 +232,7 @@ async def _index_after_answer(component) -> None:
         return
 
     async def index(service, turn):
-        if await service.retrieval.index_older(turn, batches=1) < search_index.INDEX_BATCH:
+        if await service.retrieval.index_older(turn, batches=1) < RETRIEVAL.index_batch:
             return
         if service.background.available():
             service.background.start_indexing(turn.key, lambda: service.retrieval.index_older(turn))

@@ -27,7 +27,7 @@ from langflow_session_memory.services.session_memory.agent.search import TOOL_NA
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import context_size, ranking, token_estimate, usage
 from langflow_session_memory.services.session_memory.rules.call_fit import Reduction
-from langflow_session_memory.services.session_memory.rules.recall import MAX_QUERY_CHARACTERS
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
@@ -343,7 +343,7 @@ def _tools_tokens(component) -> int:
 def _text_start(given) -> str:
     """The start of the user's message, as much as the words of a search are read from (``recall.keywords``)."""
     text = given.text if isinstance(given, Message) else given
-    return text[:MAX_QUERY_CHARACTERS] if isinstance(text, str) else ""
+    return text[: RETRIEVAL.max_query_characters] if isinstance(text, str) else ""
 
 
 def _uuid_or_none(value) -> UUID | None:

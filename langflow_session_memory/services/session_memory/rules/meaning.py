@@ -14,16 +14,7 @@ from typing import TypeVar
 
 import numpy as np
 
-# Calibrated on the chatty session of ``benchmarks.chatty`` with all-MiniLM-L6-v2 (docs/switch.md,
-# "Excerpts of older messages"): the message holding the answer stood 3.9-5.5 deviations above the pool
-# for 8 of its 10 questions, while the best unrelated message for them and for six unrelated questions
-# stood 1.5-2.6 (one at 3.6, one at 4.1).
-MIN_STANDOUT = 3.0
-# A pool this small has no meaningful spread: words alone rank it.
-MIN_POOL = 20
-# Reciprocal rank fusion's constant (Cormack et al., 2009): a candidate's fused score is the sum over
-# the rankings that hold it of 1 / (RANK_CONSTANT + its rank).
-RANK_CONSTANT = 60
+from langflow_session_memory.services.session_memory.rules.policy import EMBEDDING
 
 K = TypeVar("K", bound=Hashable)
 
@@ -44,12 +35,16 @@ def similarities(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> 
 
 
 def standouts(
-    query: Sequence[float], pool: Mapping[K, Sequence[float]], *, min_standout: float = MIN_STANDOUT, most: int = 3
+    query: Sequence[float],
+    pool: Mapping[K, Sequence[float]],
+    *,
+    min_standout: float = EMBEDDING.min_standout,
+    most: int = 3,
 ) -> list[tuple[K, float]]:
     """The pool's keys whose similarity to ``query`` is at least ``min_standout`` standard deviations above
     the pool's mean, best first, at most ``most``, each with its standing; none from a pool smaller than
-    :data:`MIN_POOL` or without spread."""
-    if len(pool) < MIN_POOL:
+    ``EMBEDDING.min_pool`` or without spread."""
+    if len(pool) < EMBEDDING.min_pool:
         return []
     keys = list(pool)
     similar = similarities(query, [pool[key] for key in keys])
@@ -68,5 +63,5 @@ def fused(*rankings: Sequence[K]) -> list[K]:
     scores: dict[K, float] = {}
     for ranking in rankings:
         for rank, key in enumerate(ranking, start=1):
-            scores[key] = scores.get(key, 0.0) + 1 / (RANK_CONSTANT + rank)
+            scores[key] = scores.get(key, 0.0) + 1 / (EMBEDDING.rank_constant + rank)
     return sorted(scores, key=lambda key: -scores[key])

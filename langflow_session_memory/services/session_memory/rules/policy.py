@@ -6,6 +6,7 @@ gives it to the planner and the fold runner; the component's info text reads the
 the batch size is one line here, and the tests read it from here too.
 """
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
@@ -24,8 +25,7 @@ def _setting(default, meaning: str):
 
 @dataclass(frozen=True)
 class FoldPolicy:
-    """How folding goes, every setting with its meaning (the docs' table is :func:`markdown_table`'s). The
-    operator's settings replace their defaults in ``settings.fold_policy``."""
+    """How folding goes; the operator's settings replace their defaults (``settings.fold_policy``)."""
 
     batch_size: int = _setting(20, "messages folded at a time")
     max_batches: int = _setting(3, "batches a turn, or the fold after its answer, folds at most")
@@ -109,8 +109,109 @@ class FoldPolicy:
 DEFAULT_POLICY = FoldPolicy()
 
 
-def markdown_table(policy: FoldPolicy = DEFAULT_POLICY) -> str:
-    """docs/design.md's table of the policy: one row per field, its default and what it means."""
+@dataclass(frozen=True)
+class RetrievalPolicy:
+    """How what was said is found and quoted: the full-text index, the question's words, BM25, the passages, and the
+    words search used while the index is behind (measured in docs/eval.md and docs/switch.md)."""
+
+    query_words: int = _setting(12, "words of a question read, filler and stop words out, before the rarest are kept")
+    most_terms: int = _setting(6, "a question's rarest words searched in the full-text index")
+    indexed_per_word: int = _setting(
+        200, "newest indexed messages the engine returns per word; a word found in as many weighs little anyway"
+    )
+    bm25_k1: float = _setting(1.2, "BM25's term saturation (Robertson's; Lucene's and FTS5's default)")
+    bm25_b: float = _setting(0.75, "BM25's length normalisation (the usual default)")
+    most_hits: int = _setting(5, "best messages a turn quotes, each with the message said before and after it")
+    indexed_counted: int = _setting(
+        2_000,
+        "newest indexed messages counted for BM25's document count and mean length (a bounded count: 10,000 took "
+        "47 ms of PostgreSQL's 50 on a 100,000-message chat)",
+    )
+    min_share_of_best: float = _setting(
+        0.3,
+        "share of the best score a hit needs to be quoted beside it (under it, it holds the question's common words "
+        "only: a distractor a small model answers from)",
+    )
+    passage_tokens: int = _setting(600, "tokens a turn's passages take at most (a twelfth of a known window, if less)")
+    indexed_characters: int = _setting(
+        8_000, "characters of a message indexed and searched (a pasted log is found by its start)"
+    )
+    index_batch: int = _setting(500, "messages indexed per transaction after an answer")
+    index_batches: int = _setting(
+        100,
+        "batches indexed after one answer (a session switched on late with 100,000 messages is indexed over its "
+        "first answer or two)",
+    )
+    index_attempts: int = _setting(3, "tries of one batch the database refused (SQLite: a snapshot gone stale)")
+    index_retry_seconds: float = _setting(0.05, "wait before the next try, times the try's number")
+    read_characters: int = _setting(
+        4_000, "characters read of each message a word finds (an excerpt shows a few hundred around its words)"
+    )
+    excerpt_characters: int = _setting(300, "characters of an older message quoted around its words")
+    max_query_characters: int = _setting(
+        1_000, "characters of a question or a search tool's query read (the model writes the query)"
+    )
+    max_keyword_characters: int = _setting(
+        64, "characters a searched word is cut to (its start still matches every message holding it)"
+    )
+    max_pattern_characters: int = _setting(
+        256,
+        "characters of all the words searched together while the index is behind (PostgreSQL compiles them into "
+        "one regex; SQLite refuses a LIKE pattern over 50,000 bytes)",
+    )
+    max_keywords: int = _setting(8, "words of a question or search looked up at most while the index is behind")
+    unindexed_per_word: int = _setting(
+        50, "older messages read for each word while the index is behind; a word in as many weighs least"
+    )
+    most_excerpts: int = _setting(3, "older messages a turn quotes while the index is behind, at most")
+    excerpt_tokens: int = _setting(300, "tokens those excerpts take at most (a sixteenth of a known window, if less)")
+    min_excerpt_score: float = _setting(
+        2.0,
+        "score under which an older message is not quoted while the index is behind (one word held by at most 7 "
+        "older messages: log(1 + 50/7) = 2.1; a word in 8 or more quotes nothing alone)",
+    )
+    tool_candidates: int = _setting(
+        200, "newest messages holding the search tool's words read while the index is behind"
+    )
+    tool_read_characters: int = _setting(20_000, "characters read of each of those")
+    tool_results: int = _setting(5, "messages the search tool answers with while the index is behind, at most")
+
+
+@dataclass(frozen=True)
+class EmbeddingPolicy:
+    """How an Embedding Model connected to the Agent adds the older messages a question means (calibrated on the
+    chatty session of ``benchmarks.chatty`` with all-MiniLM-L6-v2: docs/switch.md)."""
+
+    pool: int = _setting(
+        500, "newest older messages the model's vectors rank (a session's first asking turn embeds them)"
+    )
+    min_pool: int = _setting(20, "older messages a pool needs for its spread to mean something (fewer: words alone)")
+    min_standout: float = _setting(
+        3.0,
+        "deviations above the pool a message's meaning stands to be quoted (the answering message stood 3.9-5.5, "
+        "unrelated ones 1.5-2.6)",
+    )
+    rank_constant: int = _setting(60, "reciprocal rank fusion's constant (Cormack et al., 2009)")
+    embedded_characters: int = _setting(1_000, "characters of an older message embedded: its start, as an excerpt")
+    batch: int = _setting(64, "messages embedded per call")
+    cached_floats: int = _setting(
+        8_000_000, "floats of message vectors a process keeps (32 MB: 20,000 vectors of 384 dimensions)"
+    )
+    timeout_seconds: float = _setting(
+        5.0, "one deadline for every embedding call of a turn (`SESSION_MEMORY_EMBEDDING_TIMEOUT_SECONDS`)"
+    )
+    longest_timeout_seconds: float = _setting(120.0, "the longest deadline an operator may set")
+
+
+RETRIEVAL = RetrievalPolicy()
+EMBEDDING = EmbeddingPolicy()
+
+
+POLICIES = (DEFAULT_POLICY, RETRIEVAL, EMBEDDING)
+
+
+def markdown_table(policy=DEFAULT_POLICY) -> str:
+    """One policy's table: one row per field, its default and what it means."""
     rows = [
         f"| `{setting.name}` | {_shown(getattr(policy, setting.name))} | {setting.metadata['meaning']} |"
         for setting in fields(policy)
@@ -118,11 +219,20 @@ def markdown_table(policy: FoldPolicy = DEFAULT_POLICY) -> str:
     return "\n".join(["| setting | default | meaning |", "| --- | ---: | --- |", *rows])
 
 
+def markdown_tables() -> str:
+    """docs/design.md's tables of every policy, each under its name and what it is for."""
+    sections = [
+        f"`{type(policy).__name__}`: {' '.join(inspect.getdoc(policy).split())}\n\n{markdown_table(policy)}"
+        for policy in POLICIES
+    ]
+    return "\n\n".join(sections)
+
+
 def _shown(value) -> str:
     if isinstance(value, timedelta):
         return f"{value.total_seconds() / 60:g} minutes"
-    return "-" if value is None else f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    return "-" if value is None else f"{value:,}" if isinstance(value, int) else f"{value:,g}"
 
 
 if __name__ == "__main__":
-    print(markdown_table())  # noqa: T201
+    print(markdown_tables())  # noqa: T201

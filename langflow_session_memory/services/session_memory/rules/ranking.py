@@ -16,16 +16,8 @@ from datetime import datetime
 from typing import Protocol
 
 from langflow_session_memory.services.session_memory.rules import token_estimate
-from langflow_session_memory.services.session_memory.rules.recall import (
-    EXCERPT_CHARACTERS,
-    MAX_KEYWORD_CHARACTERS,
-    MAX_QUERY_CHARACTERS,
-    STOP_WORDS,
-    WORD,
-    Excerpt,
-    asks,
-    excerpt,
-)
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
+from langflow_session_memory.services.session_memory.rules.recall import STOP_WORDS, WORD, Excerpt, asks, excerpt
 from langflow_session_memory.services.session_memory.rules.state import Cursor
 
 # Words a question about the conversation is made of that name nothing said in it ("Answer in a few words from our
@@ -34,23 +26,8 @@ _FILLER_TEXT = """again ago answer asked brief briefly chat conversation convers
 few mention mentioned message messages please previously recall remember remind said say says short talk talked
 talking tell told word words"""
 FILLER_WORDS = frozenset(_FILLER_TEXT.split()) | STOP_WORDS
-QUERY_WORDS = 12
-MOST_TERMS = 6
-# Per word, the newest messages the engine returns: a word found in more is common, and weighs little anyway.
-CANDIDATES_PER_WORD = 200
-# BM25's usual constants (Robertson; Lucene's and FTS5's defaults).
-K1 = 1.2
-B = 0.75
-MOST_HITS = 5
-# The newest indexed messages counted for BM25's document count and mean length (a seek and a bounded count: 10,000
-# took 47 ms of PostgreSQL's 50 on a 100,000-message chat).
-INDEXED_COUNTED = 2_000
 # Who the index says wrote a fact line the notes' word limit took (``storage.search_index.keep_dropped_facts``).
 NOTES_SENDER = "Notes"
-# A hit scoring under this share of the best one is left out: it holds the question's common words only, and beside
-# the message that answers it is a distractor a small model answers from.
-MIN_SHARE_OF_BEST = 0.3
-PASSAGE_TOKENS = 600
 
 
 class Said(Protocol):
@@ -70,9 +47,9 @@ class Found(Said, Protocol):
 
 
 def passage_budget(context_window: int | None) -> int:
-    """The tokens a turn's passages may take: :data:`PASSAGE_TOKENS`, and no more than a twelfth of a known window
-    (170 of a small local model's 2,048)."""
-    return min(PASSAGE_TOKENS, context_window // 12) if context_window else PASSAGE_TOKENS
+    """The tokens a turn's passages may take: ``RETRIEVAL.passage_tokens``, and no more than a twelfth of a known
+    window (170 of a small local model's 2,048)."""
+    return min(RETRIEVAL.passage_tokens, context_window // 12) if context_window else RETRIEVAL.passage_tokens
 
 
 def tool_budget(context_window: int | None) -> int:
@@ -94,17 +71,17 @@ def word_count(text: str) -> int:
 def query_words(question: str) -> tuple[str, ...]:
     """The question's words worth searching, lower-case, in order, without repeats, filler or stop words.
 
-    IDs keep their inner punctuation (``PRJ-123``). Only the first :data:`recall.MAX_QUERY_CHARACTERS` are
-    read, each word is cut to :data:`recall.MAX_KEYWORD_CHARACTERS`, and at most :data:`QUERY_WORDS` are kept;
+    IDs keep their inner punctuation (``PRJ-123``). Only the first ``RETRIEVAL.max_query_characters`` are read,
+    each word is cut to ``RETRIEVAL.max_keyword_characters``, and at most ``RETRIEVAL.query_words`` are kept;
     which of them are searched is decided by how rare each is in the chat (:func:`rank`).
     """
     found: list[str] = []
-    for word in WORD.findall(question[:MAX_QUERY_CHARACTERS].lower()):
-        word = word[:MAX_KEYWORD_CHARACTERS]
+    for word in WORD.findall(question[: RETRIEVAL.max_query_characters].lower()):
+        word = word[: RETRIEVAL.max_keyword_characters]
         if word in FILLER_WORDS or (len(word) == 1 and not word.isdigit()) or word in found:
             continue
         found.append(word)
-        if len(found) == QUERY_WORDS:
+        if len(found) == RETRIEVAL.query_words:
             break
     return tuple(found)
 
@@ -115,7 +92,7 @@ def idf(matched: int, messages: int) -> float:
 
 
 def rarest(
-    found: Mapping[str, Sequence[Found]], most: int = MOST_TERMS, per_word: int = CANDIDATES_PER_WORD
+    found: Mapping[str, Sequence[Found]], most: int = RETRIEVAL.most_terms, per_word: int = RETRIEVAL.indexed_per_word
 ) -> list[str]:
     """The ``most`` words that matched fewest messages (at least one), in the question's order among equals; a word
     whose matches are another's (two forms of one stem) counts once. A word that filled its ``per_word`` matches
@@ -143,10 +120,10 @@ class Scored:
 
 
 def rank(
-    found: Mapping[str, Sequence[Found]], *, messages: int, average_words: float, most_terms: int = MOST_TERMS
+    found: Mapping[str, Sequence[Found]], *, messages: int, average_words: float, most_terms: int = RETRIEVAL.most_terms
 ) -> list[Scored]:
     """The messages the rarest words matched, best BM25 score first, the newer first among equals, down to
-    :data:`MIN_SHARE_OF_BEST` of the best score.
+    ``RETRIEVAL.min_share_of_best`` of the best score.
 
     ``messages`` and ``average_words`` describe the chat's indexed messages (the document count and mean length);
     a word counts once per message (messages are short: its repeats say little).
@@ -154,16 +131,17 @@ def rank(
     terms = rarest(found, most_terms)
     documents = max(messages, *(len(found[word]) for word in terms), 1) if terms else 1
     average = average_words or 1.0
+    k1, b = RETRIEVAL.bm25_k1, RETRIEVAL.bm25_b
     rows: dict[object, Found] = {}
     scores: dict[object, float] = {}
     for word in terms:
         weight = idf(len(found[word]), documents)
         for row in found[word]:
             rows[row.message_id] = row
-            length = K1 * (1 - B + B * row.words / average)
-            scores[row.message_id] = scores.get(row.message_id, 0.0) + weight * (K1 + 1) / (1 + length)
+            length = k1 * (1 - b + b * row.words / average)
+            scores[row.message_id] = scores.get(row.message_id, 0.0) + weight * (k1 + 1) / (1 + length)
     ordered = sorted(scores, key=lambda message_id: (scores[message_id], rows[message_id].timestamp), reverse=True)
-    floor = MIN_SHARE_OF_BEST * scores[ordered[0]] if ordered else 0.0
+    floor = RETRIEVAL.min_share_of_best * scores[ordered[0]] if ordered else 0.0
     return [
         Scored(found=rows[message_id], score=round(scores[message_id], 3))
         for message_id in ordered
@@ -192,9 +170,9 @@ def passages(
     *,
     before: Cursor,
     words: Sequence[str],
-    most: int = MOST_HITS,
-    tokens: int = PASSAGE_TOKENS,
-    characters: int = EXCERPT_CHARACTERS,
+    most: int = RETRIEVAL.most_hits,
+    tokens: int = RETRIEVAL.passage_tokens,
+    characters: int = RETRIEVAL.excerpt_characters,
 ) -> list[Excerpt]:
     """The best ``most`` hits, each with the message before and after it (those older than ``before``, the window's
     oldest: a newer one is sent anyway), a message quoted once however many passages hold it, so adjacent passages

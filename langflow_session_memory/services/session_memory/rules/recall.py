@@ -16,17 +16,8 @@ from datetime import datetime
 from typing import Protocol
 
 from langflow_session_memory.services.session_memory.rules import meaning, token_estimate
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 
-MAX_KEYWORDS = 8
-# The model writes the query: these bound what reaches SQL (PostgreSQL compiles the words into one
-# regex, SQLite refuses a LIKE pattern over 50,000 bytes). A word is cut to its start, which still
-# matches every message holding it; words past the pattern's budget are left out.
-MAX_QUERY_CHARACTERS = 1_000
-MAX_KEYWORD_CHARACTERS = 64
-MAX_PATTERN_CHARACTERS = 256
-EXCERPT_CHARACTERS = 300
-# The search tool's answer while the full-text index is behind: its best messages, at most this many.
-MAX_RESULTS = 5
 ELLIPSIS = "…"
 # Words a recall question is made of that would match almost every message.
 _STOP_WORDS_TEXT = """a about after again all also am an and any are as at be been before but by can could did do does
@@ -42,23 +33,23 @@ def keywords(query: str) -> tuple[str, ...]:
     """The query's distinctive words, lower-case, in order, without repeats or stop words.
 
     IDs keep their inner punctuation (``PRJ-123``, ``v2.1``) so they match as written. Only
-    the query's first :data:`MAX_QUERY_CHARACTERS` are read, each word is cut to
-    :data:`MAX_KEYWORD_CHARACTERS`, and together they hold at most :data:`MAX_PATTERN_CHARACTERS`.
+    the query's first ``RETRIEVAL.max_query_characters`` are read, each word is cut to
+    ``RETRIEVAL.max_keyword_characters``, and together they hold at most ``RETRIEVAL.max_pattern_characters``.
     """
     found: list[str] = []
-    budget = MAX_PATTERN_CHARACTERS
-    for word in WORD.findall(query[:MAX_QUERY_CHARACTERS].lower()):
-        word = word[:MAX_KEYWORD_CHARACTERS]
+    budget = RETRIEVAL.max_pattern_characters
+    for word in WORD.findall(query[: RETRIEVAL.max_query_characters].lower()):
+        word = word[: RETRIEVAL.max_keyword_characters]
         if word in STOP_WORDS or (len(word) == 1 and not word.isdigit()) or word in found:
             continue
-        if len(word) > budget or len(found) == MAX_KEYWORDS:
+        if len(word) > budget or len(found) == RETRIEVAL.max_keywords:
             break
         found.append(word)
         budget -= len(word)
     return tuple(found)
 
 
-def excerpt(text: str, words: Sequence[str], limit: int = EXCERPT_CHARACTERS) -> str:
+def excerpt(text: str, words: Sequence[str], limit: int = RETRIEVAL.excerpt_characters) -> str:
     """At most ``limit`` characters of ``text``, around its first keyword, marked where clipped."""
     flat = " ".join(text.split())
     if len(flat) <= limit:
@@ -75,20 +66,10 @@ def excerpt(text: str, words: Sequence[str], limit: int = EXCERPT_CHARACTERS) ->
     return f"{ELLIPSIS if start else ''}{flat[start:end]}{ELLIPSIS if end < len(flat) else ''}"
 
 
-# Excerpts a turn carries without any tool call: a handful, a few hundred tokens in all, only past a score
-# (calibrated on the chatty session of ``benchmarks.chatty``: docs/switch.md, "Excerpts of older messages").
-CANDIDATES_PER_WORD = 50
-MOST_EXCERPTS = 3
-EXCERPT_TOKENS = 300
-# The score of a message one word of the question names and no more than 7 older messages hold
-# (log(1 + 50/7) = 2.1): a word in 8 or more, or words common among the older messages, quote nothing alone.
-MIN_EXCERPT_SCORE = 2.0
-
-
 def excerpt_budget(context_window: int | None) -> int:
-    """The tokens a turn's excerpts may take: :data:`EXCERPT_TOKENS`, and no more than a sixteenth of a known
+    """The tokens a turn's excerpts may take: ``RETRIEVAL.excerpt_tokens``, and no more than a sixteenth of a known
     window (128 of a small local model's 2,048)."""
-    return min(EXCERPT_TOKENS, context_window // 16) if context_window else EXCERPT_TOKENS
+    return min(RETRIEVAL.excerpt_tokens, context_window // 16) if context_window else RETRIEVAL.excerpt_tokens
 
 
 class Found(Protocol):
@@ -146,7 +127,9 @@ def unheld(words: Sequence[str], held: Sequence[str]) -> tuple[str, ...]:
     return tuple(word for word, pattern in patterns if not any(pattern.search(text) for text in held))
 
 
-def word_weights(found: Mapping[str, Sequence[Found]], per_word: int = CANDIDATES_PER_WORD) -> dict[str, float]:
+def word_weights(
+    found: Mapping[str, Sequence[Found]], per_word: int = RETRIEVAL.unindexed_per_word
+) -> dict[str, float]:
     """Each word's weight, ``log(1 + per_word / messages holding it)``: the fewer older messages hold it, the more
     a message holding it is worth; a word found in ``per_word`` or more weighs ``log 2``."""
     return {word: math.log1p(per_word / len(rows)) for word, rows in found.items() if rows}
@@ -156,10 +139,10 @@ def best_excerpts(
     found: Mapping[str, Sequence[Found]],
     *,
     meant: Sequence[tuple[Found, float]] = (),
-    most: int = MOST_EXCERPTS,
-    min_score: float = MIN_EXCERPT_SCORE,
-    tokens: int = EXCERPT_TOKENS,
-    characters: int = EXCERPT_CHARACTERS,
+    most: int = RETRIEVAL.most_excerpts,
+    min_score: float = RETRIEVAL.min_excerpt_score,
+    tokens: int = RETRIEVAL.excerpt_tokens,
+    characters: int = RETRIEVAL.excerpt_characters,
 ) -> list[Excerpt]:
     """The best messages among those the words found, each scoring at least ``min_score`` (the sum of the
     weights of the words it holds), and those ``meant`` (an embedding model's standouts, best first, with their
@@ -211,8 +194,8 @@ class Match:
 
 
 def rank(candidates: Sequence[Found], words: Sequence[str]) -> list[Match]:
-    """The search tool's best :data:`MAX_RESULTS` candidates while the full-text index is behind: most distinct
-    keywords first, newest first among equals.
+    """The search tool's best ``RETRIEVAL.tool_results`` candidates while the full-text index is behind: most
+    distinct keywords first, newest first among equals.
 
     ``candidates`` come newest first; the database found each one by at least one keyword,
     so one found past the part of its text that was read still counts one.
@@ -230,5 +213,5 @@ def rank(candidates: Sequence[Found], words: Sequence[str]) -> list[Match]:
             excerpt=excerpt(candidate.text, words),
             keywords_found=found,
         )
-        for found, _position, candidate in scored[:MAX_RESULTS]
+        for found, _position, candidate in scored[: RETRIEVAL.tool_results]
     ]

@@ -40,6 +40,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from langflow_session_memory.services.session_memory.rules import ranking
+from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.ranking import NOTES_SENDER, word_count
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.storage import messages
@@ -51,10 +52,6 @@ _fts = table(FTS_TABLE, column("rowid", Integer), column(FTS_TABLE))
 # PostgreSQL's stored ``tsvector`` of an entry (speaker's name and body), GIN-indexed: a generated column of sm0007
 # that only PostgreSQL has, so the model does not declare it.
 POSTGRES_DOCUMENT = f"{ENTRY.name}.document"
-# Of a message, the part indexed and searched: a pasted log is found by its start, and cannot make the index large.
-BODY_CHARACTERS = 8_000
-# Messages indexed per transaction: a session switched on late is indexed a few hundred messages at a time.
-INDEX_BATCH = 500
 
 
 def scope_token(flow_id, owner_id, session_id) -> str:
@@ -64,7 +61,7 @@ def scope_token(flow_id, owner_id, session_id) -> str:
 
 
 def body_of(text: str | None) -> str:
-    return (text or "")[:BODY_CHARACTERS]
+    return (text or "")[: RETRIEVAL.indexed_characters]
 
 
 def words_of(sender_name: str, body: str) -> int:
@@ -128,13 +125,13 @@ async def is_ready(session: AsyncSession, key: SessionKey, *, before: Cursor) ->
 
 
 async def index_batch(
-    session: AsyncSession, key: SessionKey, *, before: Cursor | None, limit: int = INDEX_BATCH
+    session: AsyncSession, key: SessionKey, *, before: Cursor | None, limit: int = RETRIEVAL.index_batch
 ) -> int:
     """Index the next ``limit`` messages of the chat after its newest indexed one and before ``before`` (None: up
     to the newest stored); how many were read. A message indexed meanwhile by another worker is kept as it is."""
     after = await newest_indexed(session, key)
     rows = await messages.between(
-        session, key, after=after, before=before, limit=limit, read_characters=BODY_CHARACTERS
+        session, key, after=after, before=before, limit=limit, read_characters=RETRIEVAL.indexed_characters
     )
     if not rows:
         return 0
@@ -241,7 +238,7 @@ async def keep_dropped_facts(session: AsyncSession, key: SessionKey, facts: Sequ
     deletion takes the fact with it. A fact no message matches stands at ``before``, its source unknown. A fact kept
     already is kept once. Returns how many found their source."""
     scope = scope_token(key.flow_id, key.owner_id, key.session_id)
-    indexed, average_words = await chat_size(session, key, before=before, limit=ranking.INDEXED_COUNTED)
+    indexed, average_words = await chat_size(session, key, before=before, limit=RETRIEVAL.indexed_counted)
     values, sourced = [], 0
     for fact in facts:
         source = await _source_of(session, key, fact, before=before, chat=(indexed, average_words))
@@ -279,7 +276,7 @@ async def _source_of(
         key,
         before=before,
         words=ranking.query_words(fact),
-        limit=ranking.CANDIDATES_PER_WORD,
+        limit=RETRIEVAL.indexed_per_word,
         read_characters=0,
     )
     hits = ranking.rank(found, messages=chat[0], average_words=chat[1])
