@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 from langflow_session_memory import contracts
-from langflow_session_memory.services.session_memory.agent import component_hooks, guard, playground
+from langflow_session_memory.services.session_memory.agent import component_hooks, model_calls, playground
 from tests.generated_docs import generated_table
 
 DESIGN = Path(__file__).resolve().parents[1] / "docs" / "design.md"
@@ -16,7 +16,7 @@ FACT_WRITERS = (
     playground.described,
     component_hooks._cache_facts,
     component_hooks._add_fold_usage,
-    guard.CallReductions.facts,
+    model_calls.CallReductions.facts,
 )
 
 

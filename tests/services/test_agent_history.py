@@ -9,20 +9,18 @@ from lfx.schema.message import Message
 from lfx.schema.properties import Properties, Usage
 from sqlalchemy.exc import OperationalError
 
-from langflow_session_memory.services.session_memory.agent import component_hooks, guard
+from langflow_session_memory.services.session_memory.agent import component_hooks, component_inputs, guard
 from langflow_session_memory.services.session_memory.agent.component_hooks import (
     agent_model,
     finish_turn,
     history_with_memory,
     run_with_context_recovery,
 )
-from langflow_session_memory.services.session_memory.agent.guard import (
-    begin_turn,
-    memory_switched_on,
-    request_tokens,
-    run_state,
-)
+from langflow_session_memory.services.session_memory.agent.component_inputs import memory_switched_on
+from langflow_session_memory.services.session_memory.agent.guard import begin_turn
 from langflow_session_memory.services.session_memory.agent.playground import memory_step, step_facts
+from langflow_session_memory.services.session_memory.agent.request_size import request_tokens
+from langflow_session_memory.services.session_memory.agent.run import Phase, run_of
 from langflow_session_memory.services.session_memory.agent.search_tool import SEARCH_UNAVAILABLE, search_tool
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG
@@ -42,7 +40,7 @@ REFUSAL = ValueError(
 def compaction_that_works(monkeypatch):
     """Compaction as it goes with a database: a summary-only history (so only the tool rule can stop a retry)."""
 
-    async def compacted(component):
+    async def compacted(_run):
         return SimpleNamespace(messages=[])
 
     monkeypatch.setattr(component_hooks, "_compacted_history", compacted)
@@ -52,7 +50,9 @@ def agent_with_memory(model, key) -> SimpleNamespace:
     """An Agent whose run has a Turn (memory applies) and a history, as the history hook leaves it."""
     component = SimpleNamespace(n_messages=10, chat_history=[Message(text="an earlier message " * 40)])
     agent_model(component, model)
-    run_state(component).turn = Turn(key, 10, None)
+    run = run_of(component)
+    run.turn = Turn(key, 10, None)
+    run.enter(Phase.HISTORY_READ)
     return component
 
 
@@ -131,14 +131,14 @@ async def build_the_history():
 
 
 async def search_older_messages():
-    tool = search_tool(run_state(await running_agent()))
+    tool = search_tool(run_of(await running_agent()))
     assert await tool.ainvoke({"query": "vault code"}) == SEARCH_UNAVAILABLE
 
 
 async def keep_the_last_calls_size():
     component = await running_agent()
-    run_state(component).history = History(messages=[])
-    run_state(component).calls.last_call_tokens = 900  # 90% of the window: worth keeping
+    run_of(component).history = History(messages=[])
+    run_of(component).calls.last_call_tokens = 900  # 90% of the window: worth keeping
     await finish_turn(component, Message(text="the answer"))
 
 
@@ -169,7 +169,7 @@ async def a_turn_of_two_calls(key, captured_logs, usages: list[dict], **fold_cos
     summary = "Key facts:\n- customer ACME\nConversation so far:\n- greetings"
     state = SessionState(key=key, summary=summary, folded_count=20, version=1)
     history = History(messages=[], summary=summary, state=state, **fold_costs)
-    run_state(component).history = history
+    run_of(component).history = history
     step = memory_step(history)
     spent = {name: sum(usage[name] for usage in usages) for name in ("input_tokens", "output_tokens", "total_tokens")}
     answer = Message(text="the answer", properties=Properties(usage=Usage(**spent)), content_blocks=[step])
@@ -237,11 +237,11 @@ async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypat
     agent_model(component, ScriptedChatModel())
 
     await history_with_memory(component, stock=lambda: asyncio.sleep(0, result=[]))
-    await search_tool(run_state(component)).ainvoke({"query": ""})
+    await search_tool(run_of(component)).ainvoke({"query": ""})
     await finish_turn(component, Message(text="the answer"))
 
     assert len(reads) == 1
-    assert folds == [run_state(component).turn]
+    assert folds == [run_of(component).turn]
 
 
 def attempt_services(monkeypatch, key, histories: list) -> None:
@@ -265,7 +265,7 @@ async def test_the_agent_runs_the_model_its_turn_folds_with_and_whose_calls_are_
 
     runs = await an_attempt(component, first, second)
 
-    state = run_state(component)
+    state = run_of(component)
     assert runs is first
     assert state.fold_model is first
     assert any(handler is state.calls for handler in first.callbacks)
@@ -275,13 +275,13 @@ async def test_an_attempt_after_a_model_remediation_carries_nothing_of_the_one_b
     attempt_services(monkeypatch, key, [History(messages=[], fold_due=True), History(messages=[])])
     component = SimpleNamespace(n_messages=10)
     await an_attempt(component, ScriptedChatModel(), ScriptedChatModel())
-    before = run_state(component)
+    before = run_of(component)
     before.reductions.add(SimpleNamespace(), retry=True)  # a call fitted to the window in the failed attempt
     remediated = ScriptedChatModel()
 
     runs = await an_attempt(component, remediated, ScriptedChatModel())
 
-    state = run_state(component)
+    state = run_of(component)
     assert state is not before
     assert runs is remediated
     assert (state.reductions.calls, state.reductions.retried, state.history.fold_due) == (0, False, False)
@@ -296,16 +296,17 @@ def test_a_server_is_one_server_with_or_without_a_trailing_slash():
     from_client = ChatOpenAI(model="gpt-4o-mini", api_key="sk-local")
     from_client.root_client.base_url = "http://127.0.0.2:8765/v1/"
 
-    assert guard.model_url(given) == guard.model_url(from_client) == "http://127.0.0.2:8765/v1"
+    assert component_inputs.model_url(given) == component_inputs.model_url(from_client) == "http://127.0.0.2:8765/v1"
 
 
 async def test_a_run_whose_compacted_history_is_no_smaller_is_not_run_again(monkeypatch, key, captured_logs):
-    async def as_large(component):  # a summary as long as the history it replaces
+    model = ScriptedChatModel(script=[REFUSAL, "an answer"])
+    component = agent_with_memory(model, key)
+
+    async def as_large(_run):  # a summary as long as the history it replaces
         return SimpleNamespace(messages=list(component.chat_history))
 
     monkeypatch.setattr(component_hooks, "_compacted_history", as_large)
-    model = ScriptedChatModel(script=[REFUSAL, "an answer"])
-    component = agent_with_memory(model, key)
 
     async def agent_run(_agent):
         return await model.ainvoke("What is in ticket T-1?")

@@ -10,7 +10,8 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 
 from langflow_session_memory.components.session_memory.session_memory_agent import SessionMemoryAgentComponent
-from langflow_session_memory.services.session_memory.agent import guard
+from langflow_session_memory.services.session_memory.agent import component_inputs, guard
+from langflow_session_memory.services.session_memory.agent.run import Phase, Run, begin_run
 from langflow_session_memory.services.session_memory.agent.search_tool import (
     SEARCH_UNAVAILABLE,
     TOOL_NAME,
@@ -163,9 +164,9 @@ def memory_turn_of(monkeypatch):
     return use
 
 
-def run_with(turn: Turn) -> guard.RunState:
+def run_with(turn: Turn) -> Run:
     """A run whose history hook read ``turn``."""
-    return guard.RunState(turn=turn)
+    return Run(turn=turn, phase=Phase.HISTORY_READ)
 
 
 async def test_the_tool_answers_the_model_with_the_matches(sessions, key, memory_turn_of):
@@ -195,13 +196,20 @@ async def test_a_failing_search_answers_unavailable_and_logs_no_text(key, memory
     assert not [log for log in captured_logs if "ZEBRA" in str(log)]
 
 
+def history_read(agent, turn: Turn | None) -> None:
+    """The agent's run as its history hook leaves it, with ``turn`` read."""
+    run = begin_run(agent)
+    run.turn = turn
+    run.enter(Phase.HISTORY_READ)
+
+
 class Agent(SimpleNamespace):
     """The parts of a running Agent the tool's guard reads: its switches, and its run's Turn once the history
     hook has read it (``turn``)."""
 
     def __init__(self, turn: Turn | None = None, **inputs):
         super().__init__(**inputs)
-        guard.run_state(self).turn = turn
+        history_read(self, turn)
 
     def set_tools_callbacks(self, tools, callbacks):
         self.callbacks_set_on = [tool.name for tool in tools]
@@ -266,9 +274,9 @@ async def test_the_tool_runs_with_the_agents_tracing_callbacks(sessions, key, me
     tracing = Tracing()
     agent = SessionMemoryAgentComponent.__new__(SessionMemoryAgentComponent)  # as Langflow's own Agent tests build one
     agent.summarize_older_messages, agent.shared_callbacks = True, [tracing]
-    turn = replace(await seed(sessions, key, {3: FACT}), tracing=tuple(guard.tracing_callbacks(agent)))
+    turn = replace(await seed(sessions, key, {3: FACT}), tracing=tuple(component_inputs.tracing_callbacks(agent)))
     memory_turn_of(turn, sessions)
-    guard.run_state(agent).turn = turn  # as the history hook reads it
+    history_read(agent, turn)
 
     [tool] = await with_search_tool(agent, [])
     answer = await tool.ainvoke({"query": "vault code"})

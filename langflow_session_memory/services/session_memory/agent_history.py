@@ -20,7 +20,7 @@ from langflow_session_memory.services.session_memory.agent.component_hooks impor
     stored_message,
     with_memory_step,
 )
-from langflow_session_memory.services.session_memory.agent.guard import memory_switched_on
+from langflow_session_memory.services.session_memory.agent.component_inputs import memory_switched_on
 
 # Every hook a version of the component calls, with its parameters in order (tests/services/test_seam.py).
 HOOKS = {

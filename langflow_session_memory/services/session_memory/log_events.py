@@ -235,6 +235,15 @@ FALLBACK = Event(
     " `stored_message`, `handed_on`: docs/design.md)",
     problem=True,
 )
+HOOK_OUT_OF_ORDER = Event(
+    "session_memory_hook_out_of_order",
+    "ERROR",
+    "hook= phase=",
+    "a hook of ours found no run of the attempt (`phase=none`) or one in a phase it does not act in (Langflow called"
+    " the Agent's hooks in an order this version does not know); memory was left out of that hook and the attempt"
+    ' went on as the stock Agent\'s (docs/design.md, "The path of a turn")',
+    problem=True,
+)
 CLEANUP_FAILED = Event(
     "session_memory_cleanup_failed",
     "ERROR",
@@ -318,6 +327,7 @@ CATALOGUE = (
     OVERFLOW,
     REDUCED,
     FALLBACK,
+    HOOK_OUT_OF_ORDER,
     CLEANUP_FAILED,
     CALL_SIZE_FAILED,
     CACHE_BREAKPOINT_FAILED,

@@ -1,8 +1,8 @@
 """The Agent's hooks into session memory: each Langflow hook the component overrides calls one function here.
 
-Everything here is a translation between Langflow's Agent and the service; the guard and
-what a run carries are ``guard``'s, the rules the service's. Whatever goes wrong, the
-Agent gets Langflow's stock history and the turn goes on.
+Everything here is a translation between Langflow's Agent and the service; what an attempt carries and the
+phase it is in are ``run``'s, the guard ``guard``'s, the rules the service's. Whatever goes wrong, or comes in an
+order ``run`` does not know, the Agent gets Langflow's stock behaviour and the turn goes on.
 
 "Prompt too long" at the turn's first model call re-runs the Agent with the history folded
 into a new summary (:func:`run_with_context_recovery`): no tool has run yet. Every later call is
@@ -20,19 +20,17 @@ from lfx.schema.properties import Usage
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.agent import playground, prompt_caching
 from langflow_session_memory.services.session_memory.agent.call_fit_middleware import CallFitMiddleware
+from langflow_session_memory.services.session_memory.agent.component_inputs import configured_context_window, model_url
 from langflow_session_memory.services.session_memory.agent.guard import (
-    ModelCalls,
-    begin_run,
     begin_turn,
-    configured_context_window,
-    model_url,
-    request_tokens,
-    run_state,
     stock_on_failure,
     stock_on_failure_async,
     with_memory,
 )
+from langflow_session_memory.services.session_memory.agent.model_calls import CallReductions, ModelCalls
+from langflow_session_memory.services.session_memory.agent.request_size import request_tokens
 from langflow_session_memory.services.session_memory.agent.retry_smaller import Smaller, retry_smaller_once
+from langflow_session_memory.services.session_memory.agent.run import Phase, Run, model_built, run_for, run_of
 from langflow_session_memory.services.session_memory.agent.search_tool import with_search_tool
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages, summary_text
@@ -69,30 +67,26 @@ def agent_model_once(component, build: Callable):
 
     Some OpenAI-compatible providers report token usage only when asked
     (``stream_usage``); the early fold needs it. lfx builds a model twice an attempt: the first
-    begins the attempt (:func:`guard.begin_run`); the second, to build the agent once the
+    begins the attempt (:func:`run.model_built`); the second, to build the agent once the
     history was read, is answered with the first without building another, so the Agent runs the
     very model that folds for it and whose calls are counted. Each build of an OpenAI-compatible
     model opens two HTTP clients, each loading the system's CA certificates (36 ms of CPU on an idle core).
     """
-    state = run_state(component)
-    if state.builds_the_agent:
-        state.agent_built = True
-        return state.model
+    run = run_of(component)
+    if run is not None and run.builds_the_agent:
+        run.enter(Phase.AGENT_BUILT)
+        return run.model
     llm = build()
     return stock_on_failure("agent_model", llm, lambda: _attempt_model(component, llm))
 
 
 def _attempt_model(component, llm):
-    state = run_state(component)
     if hasattr(llm, "stream_usage") and not llm.stream_usage:
         llm.stream_usage = True
     calls = ModelCalls()
     if hasattr(llm, "callbacks"):
         llm.callbacks = [*(handler for handler in llm.callbacks or [] if not isinstance(handler, ModelCalls)), calls]
-    if state.model is None and state.history_read:  # asked for by the history hook of an attempt no model began
-        state.model, state.calls = llm, calls
-    else:
-        begin_run(component, llm, calls)
+    model_built(component, llm, calls)
     return llm
 
 
@@ -106,9 +100,11 @@ def agent_middleware(component, llm, middleware: list) -> list:
 def _with_our_middleware(component, llm, middleware: list) -> list:
     """Built once the attempt's Turn is read: its window is the Turn's (the component is read only where memory
     does not apply to the run)."""
-    state = run_state(component)
-    if state.turn is not None:
-        declared, window = state.turn.declared_window, state.turn.context_window
+    run = run_for(component, "agent_middleware")
+    if run is None:
+        return middleware
+    if run.turn is not None:
+        declared, window = run.turn.declared_window, run.turn.context_window
     else:
         declared = configured_context_window(component) or None
         window = context_size.context_window(llm, declared)
@@ -116,14 +112,14 @@ def _with_our_middleware(component, llm, middleware: list) -> list:
         window=window,
         declared_window=declared,
         result_share=tool_result_share(),
-        summary=lambda: _summary_sent(state),
-        report=state.reductions.add,
+        summary=lambda: _summary_sent(run),
+        report=run.reductions.add,
     )
-    return [*middleware, fit, *prompt_caching.cache_breakpoints(llm, lambda: _summary_sent(state))]
+    return [*middleware, fit, *prompt_caching.cache_breakpoints(llm, lambda: _summary_sent(run))]
 
 
-def _summary_sent(state) -> str | None:
-    history = state.history
+def _summary_sent(run: Run) -> str | None:
+    history = run.history
     return summary_text(history.summary) if history is not None and history.summary else None
 
 
@@ -137,15 +133,12 @@ async def history_with_memory(component, stock: Callable[[], Awaitable[list[Mess
 
     The run's Turn is read here, once (:func:`guard.begin_turn`): every later hook is handed it.
     """
-    state = run_state(component)
-    await begin_turn(component)
-    built = await with_memory(
-        state, lambda service, turn: service.build_history(turn, state.fold_model, state.embedder)
-    )
+    run = await begin_turn(component)
+    built = await with_memory(run, lambda service, turn: service.build_history(turn, run.fold_model, run.embedder))
     if built is None:
         return await stock()
-    _turn, state.history = built
-    return state.history.messages
+    _turn, run.history = built
+    return run.history.messages
 
 
 def with_memory_step(component, message: Message) -> Message:
@@ -154,7 +147,8 @@ def with_memory_step(component, message: Message) -> Message:
 
 
 def _with_step(component, message: Message) -> Message:
-    history = run_state(component).history
+    run = run_for(component, "with_memory_step")
+    history = run.history if run is not None else None
     if history is None:
         return message
     step = playground.memory_step(history)
@@ -179,12 +173,15 @@ async def finish_turn(component, result: Message) -> Message:
     and fold what the answer makes due: in the background on a server, awaited here without one.
 
     The answer goes on to the rest of the flow (Chat Output stores it again) with the
-    "Session memory" step's counts only, never the summary.
+    "Session memory" step's counts only, never the summary (also where the run is not found).
     """
-    await _record_call_size(component)
-    result = await stock_on_failure_async("usage", result, lambda: _add_fold_usage(component, result))
-    await stock_on_failure_async("index_after_answer", None, lambda: _index_after_answer(component))
-    await stock_on_failure_async("fold_after_answer", None, lambda: _fold_after_answer(component))
+    run = run_for(component, "finish_turn", enters=Phase.ANSWERED)
+    if run is not None:
+        await _record_call_size(run)
+        result = await stock_on_failure_async("usage", result, lambda: _add_fold_usage(component, run, result))
+        await stock_on_failure_async("index_after_answer", None, lambda: _index_after_answer(run))
+        await stock_on_failure_async("fold_after_answer", None, lambda: _fold_after_answer(run))
+        run.enter(Phase.FINISHED)
     handed_on = stock_on_failure("handed_on", None, lambda: playground.without_summary(result))
     return handed_on if handed_on is not None else _without_steps(result)
 
@@ -194,16 +191,15 @@ def _without_steps(message: Message) -> Message:
     return message.model_copy(update={"content_blocks": []})
 
 
-async def _fold_after_answer(component) -> None:
+async def _fold_after_answer(run: Run) -> None:
     """Fold the messages this turn leaves unfolded once the answer is given, so no turn waits for it.
 
     On a server's loop the fold is a background task; where none runs (``lfx run``, a
     script) it is awaited here, after the answer, by the same path.
     """
-    state = run_state(component)
-    if state.history is None or not state.history.fold_due:
+    if run.history is None or not run.history.fold_due:
         return
-    llm = state.fold_model
+    llm = run.fold_model
 
     async def fold(service, turn):
         if service.background.available():
@@ -216,10 +212,10 @@ async def _fold_after_answer(component) -> None:
         else:
             await service.fold_after_turn(turn, llm)
 
-    await with_memory(state, fold)
+    await with_memory(run, fold)
 
 
-async def _index_after_answer(component) -> None:
+async def _index_after_answer(run: Run) -> None:
     """Add the messages the next turn's window leaves out to the full-text index, so a later question finds them.
 
     Usually the two a turn pushes out: one small insert here, before the fold after the answer starts, like the
@@ -227,8 +223,7 @@ async def _index_after_answer(component) -> None:
     request's delete fail: its snapshot went stale). A backlog (a session switched on late) goes on in the
     background, a batch a transaction, or here where no server loop runs.
     """
-    state = run_state(component)
-    if state.history is None:
+    if run.history is None:
         return
 
     async def index(service, turn):
@@ -239,24 +234,23 @@ async def _index_after_answer(component) -> None:
         else:
             await service.retrieval.index_older(turn)
 
-    await with_memory(state, index)
+    await with_memory(run, index)
 
 
-async def _add_fold_usage(component, result: Message) -> Message:
+async def _add_fold_usage(component, run: Run, result: Message) -> Message:
     """Add this turn's fold tokens to the usage the Agent reports and stores, and log the turn's figures.
 
     Both places matter: the stored Agent message, and ``_token_usage``, from which
     Langflow's Chat Output recomputes the usage it stores last. Where the provider reported
     no usage (llama.cpp ignores ``stream_options``), Langflow has none and the Agent's calls
-    are counted by their estimate (:class:`agent.guard.ModelCalls`), marked as one on the
+    are counted by their estimate (:class:`agent.model_calls.ModelCalls`), marked as one on the
     "Session memory" step and in the log line, so no figure goes missing unsaid.
     """
-    state = run_state(component)
-    history = state.history
+    history = run.history
     if history is None or result.properties is None:
         return result
     given = result.properties.usage
-    chat = _chat_usage(given, state.calls)
+    chat = _chat_usage(given, run.calls)
     folds = history.fold_usage
     total = chat + folds
     await logger.ainfo(
@@ -266,10 +260,10 @@ async def _add_fold_usage(component, result: Message) -> Message:
         f"fold_cached_input_tokens={folds.cached_input_tokens} "
         f"usage={'estimated' if total.estimated else 'reported'} folded={history.folded} "
         f"history_messages={len(history.messages)} excerpts={len(history.excerpts)} "
-        f"excerpt_tokens={history.excerpt_tokens}{_reduced_fields(state.reductions)}"
+        f"excerpt_tokens={history.excerpt_tokens}{_reduced_fields(run.reductions)}"
     )
     result = playground.with_step_facts(result, _cache_facts(chat, folds))
-    result = playground.with_turn_facts(result, state.reductions.facts())
+    result = playground.with_turn_facts(result, run.reductions.facts())
     if not folds and given is not None and given.input_tokens:
         return result  # Langflow's own figure is the turn's: Chat Output stores the step's counts with the answer
     stored = Usage(
@@ -286,7 +280,7 @@ async def _add_fold_usage(component, result: Message) -> Message:
     return result
 
 
-def _reduced_fields(reductions) -> str:
+def _reduced_fields(reductions: CallReductions) -> str:
     """The log line's account of calls fitted to the window (``call_fit``), when there were any."""
     last = reductions.last
     if last is None:
@@ -321,14 +315,13 @@ def _cache_facts(chat: TokenUsage, folds: TokenUsage) -> dict:
     return facts
 
 
-async def _record_call_size(component) -> None:
+async def _record_call_size(run: Run) -> None:
     """Store the last model call's size when it may matter to the next turn's early fold.
 
     Only a size of at least the policy's ``record_share`` of the window is kept (and a
     kept one is overwritten or cleared), so an ordinary turn writes nothing.
     """
-    state = run_state(component)
-    history, calls = state.history, state.calls
+    history, calls = run.history, run.calls
     if history is None or calls is None or calls.last_call_tokens is None:
         return
 
@@ -338,7 +331,7 @@ async def _record_call_size(component) -> None:
         if keep != (history.state.last_call_tokens if history.state else None):
             await service.record_call_size(turn.key, keep)
 
-    await with_memory(state, record, failure_event=log_events.CALL_SIZE_FAILED)
+    await with_memory(run, record, failure_event=log_events.CALL_SIZE_FAILED)
 
 
 async def run_with_context_recovery(component, agent, run: Callable[[object], Awaitable[Message]]) -> Message:
@@ -350,27 +343,27 @@ async def run_with_context_recovery(component, agent, run: Callable[[object], Aw
     (``call_fit_middleware``), by the same rule (``retry_smaller``). The user's message is stored
     once (by Chat Input, before this); the retry only sends a shorter history.
     """
-    state = run_state(component)
-    if state.turn is None:  # memory does not apply to this run: the stock Agent's run
+    attempt = run_for(component, "run_with_context_recovery")
+    if attempt is None or attempt.turn is None:  # memory does not apply to this run: the stock Agent's run
         return await run(agent)
-    calls = state.calls
+    turn, calls = attempt.turn, attempt.calls
     started_before = calls.started if calls else 0
 
     def refused_at_first_call(error: Exception) -> bool:
         # After a tool ran, the call-fitting middleware has already retried (or judged) the refused call.
         model_calls = (calls.started if calls else 0) - started_before
-        return model_calls <= 1 and _refused_as_too_long(component, state.turn, error)
+        return model_calls <= 1 and _refused_as_too_long(component, turn, error)
 
     async def compacted(_refusal: Exception) -> Smaller[Message] | None:
-        was = request_tokens(state.turn, getattr(component, "chat_history", None) or [])
-        history = await _compacted_history(component)
+        was = request_tokens(turn, getattr(component, "chat_history", None) or [])
+        history = await _compacted_history(attempt)
         if history is None:
             return None
         component.chat_history = history.messages
         return Smaller(
             send=lambda: run(agent),
-            refused=lambda error: _refused_as_too_long(component, state.turn, error),
-            size=request_tokens(state.turn, history.messages),
+            refused=lambda error: _refused_as_too_long(component, turn, error),
+            size=request_tokens(turn, history.messages),
             was=was,
         )
 
@@ -411,10 +404,9 @@ async def _with_newest_notes(turn, history):
     return replace(history, messages=messages, summary=summary)
 
 
-async def _compacted_history(component):
-    """The summary-only history, or None when even that cannot fit (so retrying is pointless)."""
-    state = run_state(component)
-    built = await with_memory(state, lambda service, turn: service.compact(turn, state.fold_model))
+async def _compacted_history(run: Run):
+    """The summary-only history, or None when even that cannot fit (so retrying is pointless); kept as the run's."""
+    built = await with_memory(run, lambda service, turn: service.compact(turn, run.fold_model))
     if built is None:
         return None
     turn, history = built
@@ -427,7 +419,7 @@ async def _compacted_history(component):
         history = await _with_newest_notes(turn, history)
         if history is None:
             return None
-    if state.history is not None:
-        history = replace(history, fold_usage=history.fold_usage + state.history.fold_usage)
-    state.history = history
+    if run.history is not None:
+        history = replace(history, fold_usage=history.fold_usage + run.history.fold_usage)
+    run.history = history
     return history

@@ -11,7 +11,12 @@ logged without any text; the turn goes on.
 from langchain_core.tools import StructuredTool
 
 from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.agent import guard
+from langflow_session_memory.services.session_memory.agent.component_inputs import (
+    memory_switched_on,
+    search_switched_on,
+)
+from langflow_session_memory.services.session_memory.agent.guard import with_memory
+from langflow_session_memory.services.session_memory.agent.run import Run, run_for
 from langflow_session_memory.services.session_memory.agent.search import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
@@ -28,24 +33,24 @@ async def with_search_tool(component, tools):
     A tool of the same name already connected wins (providers reject duplicate names), as
     for Langflow's own date and calculator tools.
     """
-    if not (guard.memory_switched_on(component) and guard.search_switched_on(component)):
+    if not (memory_switched_on(component) and search_switched_on(component)):
         return tools
     if any(getattr(tool, "name", None) == TOOL_NAME for tool in tools or []):
         return tools
-    state = guard.run_state(component)
-    if state.turn is None:
+    run = run_for(component, "agent_tools")
+    if run is None or run.turn is None:
         return tools
-    tool = search_tool(state)
-    component.set_tools_callbacks([tool], list(state.turn.tracing))
+    tool = search_tool(run)
+    component.set_tools_callbacks([tool], list(run.turn.tracing))
     return [*(tools or []), tool]
 
 
-def search_tool(state: guard.RunState) -> StructuredTool:
+def search_tool(run: Run) -> StructuredTool:
     """The tool, bound to the run: it searches with the run's Turn (its key and window)."""
 
     async def search_earlier_messages(query: str) -> str:
-        found = await guard.with_memory(
-            state,
+        found = await with_memory(
+            run,
             lambda service, turn: service.retrieval.earlier(turn, query),
             failure_event=log_events.SEARCH_FAILED,
         )
