@@ -23,6 +23,7 @@ from langflow_session_memory import launcher, operator_database
 from langflow_session_memory.migrations import runner
 from langflow_session_memory.operator_database import DatabaseProblem, shown
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND
+from langflow_session_memory.services.session_memory.rules.policy import BOUNDS
 from langflow_session_memory.services.session_memory.storage import cleanup, store
 from langflow_session_memory.services.session_memory.storage.model import TABLE_NAME
 from langflow_session_memory.services.session_memory.summary.validation import word_count
@@ -148,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         if per_session:
             command.add_argument("--session-id", required=True)
             command.add_argument("--context-id", help="only this Agent Context ID ('' for none; default: every one)")
-        command.add_argument("--limit", type=int, default=store.LIST_LIMIT, help=argparse.SUPPRESS)
+        command.add_argument("--limit", type=int, default=BOUNDS.list_limit, help=argparse.SUPPRESS)
     return parser
 
 

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from langflow_session_memory import summary_page
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import MIGRATE_COMMAND, describe, table_missing
+from langflow_session_memory.services.session_memory.rules.policy import BOUNDS
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.runtime import langflow_database_session
 from langflow_session_memory.services.session_memory.storage import cleanup, store
@@ -141,7 +142,7 @@ async def list_sessions(
     flow_id: UUID,
     user: CurrentActiveUser,
     session: Database,
-    limit: Annotated[int, Query(ge=1, le=1000)] = store.LIST_LIMIT,
+    limit: Annotated[int, Query(ge=1, le=1000)] = BOUNDS.list_limit,
 ) -> list[SessionListItem]:
     """The flow's sessions that have session memory, most recently updated first."""
     await _require_flow(session, flow_id, user)

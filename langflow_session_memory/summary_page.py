@@ -14,7 +14,7 @@ from datetime import datetime
 from html import escape
 from urllib.parse import quote, urlsplit
 
-from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_WORD_LIMIT
+from langflow_session_memory.services.session_memory.rules.policy import SUMMARY
 
 HEADERS = {
     "Cache-Control": "no-store",
@@ -81,7 +81,7 @@ def summary_page(
         ("Session", state.session_id),
         *([("Context", state.context_id)] if state.context_id else []),
         ("Earlier messages summarized", f"{state.folded_count:,}"),
-        ("Words", f"{state.words} of at most {SUMMARY_WORD_LIMIT}"),
+        ("Words", f"{state.words} of at most {SUMMARY.word_limit}"),
         ("Updated", _when(state.updated_at)),
         ("First summarized", _when(state.created_at)),
     ]

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, RETRIEVAL
-from langflow_session_memory.services.session_memory.summary import model_call, prompt, validation
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, RETRIEVAL, SUMMARY
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE_PAGES = sorted(
@@ -26,7 +25,7 @@ PAGES = [page for page in RULE_PAGES if page.name not in REPORTS]
 
 BATCH = DEFAULT_POLICY.batch_size
 PAUSE_MINUTES = int(DEFAULT_POLICY.pause.total_seconds() // 60)
-SUMMARY_SIZE = (prompt.SUMMARY_WORD_LIMIT, prompt.SUMMARY_CHARACTER_LIMIT)
+SUMMARY_SIZE = (SUMMARY.word_limit, SUMMARY.character_limit)
 SEARCH_QUERY_SIZE = (RETRIEVAL.max_keywords, RETRIEVAL.max_pattern_characters)
 NUMBER = r"(\d[\d,]*)"
 
@@ -37,12 +36,12 @@ STATEMENTS = {
     rf"\bper {NUMBER} messages\b": {BATCH},
     rf"\b{NUMBER} or more older\b": {BATCH},
     rf"\b{NUMBER}\s+words\s+and\s+{NUMBER}\s+characters\b": {SUMMARY_SIZE, SEARCH_QUERY_SIZE},
-    rf"\b(?:up to|past|pass|over) {NUMBER}\s+words\b": {prompt.SUMMARY_WORD_LIMIT},
-    rf"\balways run to\s+{NUMBER}\s+words\b": {validation.SUMMARY_FLOOR_WORDS},
+    rf"\b(?:up to|past|pass|over) {NUMBER}\s+words\b": {SUMMARY.word_limit},
+    rf"\balways run to\s+{NUMBER}\s+words\b": {SUMMARY.floor_words},
     rf"\bpaus\w*[^.|]{{0,40}}?\b{NUMBER}\s+minutes\b": {PAUSE_MINUTES},
-    rf"\b{NUMBER}\s+output\s+tokens\b": {model_call.FOLD_OUTPUT_TOKENS, model_call.FOLD_REASONING_OUTPUT_TOKENS},
-    rf"\bat\s+most\s+{NUMBER}\s+estimated\s+tokens\b": {prompt.MAX_TOKENS_PER_MESSAGE},
-    rf"\bclipped\s+to\s+{NUMBER}\s+estimated\s+tokens\b": {prompt.MAX_TOKENS_PER_MESSAGE},
+    rf"\b{NUMBER}\s+output\s+tokens\b": {SUMMARY.output_tokens, SUMMARY.reasoning_output_tokens},
+    rf"\bat\s+most\s+{NUMBER}\s+estimated\s+tokens\b": {SUMMARY.message_tokens},
+    rf"\bclipped\s+to\s+{NUMBER}\s+estimated\s+tokens\b": {SUMMARY.message_tokens},
     rf"\bwithin\s+{NUMBER}\s+estimated\s+tokens\b": {RETRIEVAL.passage_tokens},
     rf"\bthe\s+best\s+{NUMBER}\s+are\s+quoted\b": {RETRIEVAL.most_hits},
     rf"\bthe\s+{NUMBER}\s+rarest\b": {RETRIEVAL.most_terms},

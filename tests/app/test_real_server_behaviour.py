@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from langflow_session_memory.services.session_memory.rules.assembly import HISTORY_START_NOTE
+from langflow_session_memory.services.session_memory.rules.policy import SUMMARY
 from langflow_session_memory.services.session_memory.settings import WAIT_FOR_FOLDS_VARIABLE
-from langflow_session_memory.services.session_memory.summary.model_call import FOLD_OUTPUT_TOKENS
 from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_INSTRUCTIONS
 from tests.app.langflow_client import BATCH, turns_to_fold
 
@@ -69,7 +69,7 @@ def test_the_fold_writes_a_whole_summary_whatever_the_agent_s_max_tokens(langflo
         )
 
     [fold] = folds(fake_model, before)
-    assert fold["body"]["max_completion_tokens"] == FOLD_OUTPUT_TOKENS  # not the Agent's 150
+    assert fold["body"]["max_completion_tokens"] == SUMMARY.output_tokens  # not the Agent's 150
     summary, folded_count, _version, paused_until, _error = state(langflow, session_id)
     assert (folded_count, paused_until) == (BATCH, None)
     last = BATCH // 2 - 1  # the batch's last turn: 9 at the default

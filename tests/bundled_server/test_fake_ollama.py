@@ -13,7 +13,8 @@ from langchain_ollama import ChatOllama
 from lfx.base.models.model_utils import get_ollama_llm_models
 
 from langflow_session_memory.bundled_server.fake_openai import FakeModelConfig, run_in_thread
-from langflow_session_memory.services.session_memory.summary.model_call import FOLD_OUTPUT_TOKENS, fold
+from langflow_session_memory.services.session_memory.rules.policy import SUMMARY
+from langflow_session_memory.services.session_memory.summary.model_call import fold
 from langflow_session_memory.services.session_memory.summary.prompt import ChatLine
 
 MODEL = "qwen2.5:1.5b"
@@ -90,7 +91,7 @@ async def test_a_fold_over_ollama_asks_for_its_output_cap_as_num_predict(ollama_
 
     assert "PRJ-123" in result.summary
     (logged,) = ollama_server.requests()
-    assert (logged["kind"], logged["wire"]["options"]["num_predict"]) == ("summary", FOLD_OUTPUT_TOKENS)
+    assert (logged["kind"], logged["wire"]["options"]["num_predict"]) == ("summary", SUMMARY.output_tokens)
 
 
 def test_a_model_that_is_not_pulled_is_refused_in_ollamas_words(ollama_server):

@@ -15,7 +15,6 @@ from langflow_session_memory.services.session_memory.rules import clipping, toke
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, summary_text
 from langflow_session_memory.services.session_memory.rules.call_fit import (
     CLIP_MARKER,
-    MIN_CLIPPED_TOKENS,
     after_tool,
     compacted,
     fit_call,
@@ -23,6 +22,7 @@ from langflow_session_memory.services.session_memory.rules.call_fit import (
     water_level,
 )
 from langflow_session_memory.services.session_memory.rules.context_size import ContextTooLongError, window_named_in
+from langflow_session_memory.services.session_memory.rules.policy import CALL_FIT
 from langflow_session_memory.services.session_memory.rules.token_estimate import message_tokens, messages_tokens
 from tests.services.test_overflow_signals import OVERFLOW_TEXTS
 from tests.services.token_samples import url_page_table
@@ -140,7 +140,7 @@ def test_fitting_keeps_every_call_with_its_result_and_fits_whenever_the_turn_s_o
     floor = (
         200 + messages_tokens(history(0)) + messages_tokens([m for m in kept_turn if not isinstance(m, ToolMessage)])
     )
-    if floor + MIN_CLIPPED_TOKENS * len(results) <= limit:
+    if floor + CALL_FIT.min_clipped_tokens * len(results) <= limit:
         assert fitted.size <= limit
     assert fitted.size <= fitted.reduction.size_before
 
@@ -153,8 +153,10 @@ def results_as_text(results: list[int]) -> list[str]:
 def test_the_water_level_frees_enough_unless_it_reached_its_floor(sizes_, excess):
     level = water_level(sizes_, excess)
     freed = sum(size - level for size in sizes_ if size > level)
-    assert freed >= excess or level == MIN_CLIPPED_TOKENS
-    assert level == MIN_CLIPPED_TOKENS or sum(size - (level + 1) for size in sizes_ if size > level + 1) < excess
+    assert freed >= excess or level == CALL_FIT.min_clipped_tokens
+    assert (
+        level == CALL_FIT.min_clipped_tokens or sum(size - (level + 1) for size in sizes_ if size > level + 1) < excess
+    )
 
 
 @given(text=st.text(min_size=0, max_size=5_000), cap=st.integers(60, 2_000))

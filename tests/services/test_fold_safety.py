@@ -14,8 +14,8 @@ from langflow.services.database.models.message.model import MessageTable
 from sqlalchemy import delete
 from sqlalchemy.exc import OperationalError
 
-from langflow_session_memory.services.session_memory.folding.runner import COMPACTION_WAIT_SECONDS, FoldRunner
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
+from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
+from langflow_session_memory.services.session_memory.rules.policy import BOUNDS, DEFAULT_POLICY
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
 from langflow_session_memory.services.session_memory.storage import store
@@ -181,7 +181,7 @@ async def test_a_compaction_waits_seconds_not_a_fold_timeout_for_a_dead_workers_
 
     [waited] = waits_for_a_fold_elsewhere(captured_logs)
     assert "still_claimed=true" in waited
-    assert waited_ms(waited) >= COMPACTION_WAIT_SECONDS * 1000
+    assert waited_ms(waited) >= BOUNDS.compaction_wait_seconds * 1000
     assert history.messages == []  # compacted with the summary as it is (none yet): the retry sends the input alone
 
 

@@ -27,7 +27,6 @@ RANKS = {
     "runtime": 6,
     "agent": 7,
     "agent_history": 8,
-    "fixed_values": 9,
 }
 
 

@@ -8,10 +8,9 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from lfx.base.models import model_remediation
 
+from langflow_session_memory.services.session_memory.rules.policy import SUMMARY
 from langflow_session_memory.services.session_memory.rules.token_estimate import estimate_tokens, estimated_size
 from langflow_session_memory.services.session_memory.summary.model_call import (
-    FOLD_OUTPUT_TOKENS,
-    FOLD_REASONING_OUTPUT_TOKENS,
     FOLD_RUN_TAG,
     RequestTooLongError,
     fold,
@@ -138,10 +137,10 @@ async def test_a_fold_without_reported_usage_counts_estimated_tokens():
 @pytest.mark.parametrize(
     ("model_name", "agent_max_tokens", "fold_cap"),
     [
-        ("gpt-4o-mini", 150, FOLD_OUTPUT_TOKENS),
-        ("gpt-4o-mini", None, FOLD_OUTPUT_TOKENS),
-        ("gpt-5.4-mini", 150, FOLD_REASONING_OUTPUT_TOKENS),
-        ("a-local-model", 150, FOLD_OUTPUT_TOKENS),
+        ("gpt-4o-mini", 150, SUMMARY.output_tokens),
+        ("gpt-4o-mini", None, SUMMARY.output_tokens),
+        ("gpt-5.4-mini", 150, SUMMARY.reasoning_output_tokens),
+        ("a-local-model", 150, SUMMARY.output_tokens),
     ],
 )
 def test_the_fold_has_its_own_output_cap_whatever_the_agent_s_max_tokens(model_name, agent_max_tokens, fold_cap):

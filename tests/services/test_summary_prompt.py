@@ -2,11 +2,9 @@
 
 from langchain_openai import ChatOpenAI
 
+from langflow_session_memory.services.session_memory.rules.policy import SUMMARY
 from langflow_session_memory.services.session_memory.rules.token_estimate import estimate_tokens
-from langflow_session_memory.services.session_memory.summary.model_call import (
-    FOLD_OUTPUT_TOKENS,
-    output_budget,
-)
+from langflow_session_memory.services.session_memory.summary.model_call import output_budget
 from langflow_session_memory.services.session_memory.summary.prompt import (
     FACT_QUESTION,
     SUMMARY_INSTRUCTIONS,
@@ -52,15 +50,15 @@ def test_a_small_context_window_leaves_room_for_the_summary():
     budget = fold_budget(output_budget(ChatOpenAI(model="a-local-model", api_key="sk-local")), 2048)
     assert budget.output_tokens == 512
     assert budget.transcript_tokens + budget.output_tokens < 2048 * 0.75
-    assert fold_budget(FOLD_OUTPUT_TOKENS, None).transcript_tokens is None
+    assert fold_budget(SUMMARY.output_tokens, None).transcript_tokens is None
 
 
 def test_long_messages_on_a_small_window_fold_in_several_requests_in_order():
     long_batch = [ChatLine("User", f"message {i} " + "word " * 150) for i in range(20)]
-    chunks = transcript_chunks(long_batch, fold_budget(FOLD_OUTPUT_TOKENS, 2048))
+    chunks = transcript_chunks(long_batch, fold_budget(SUMMARY.output_tokens, 2048))
     assert len(chunks) > 1
     assert [line.text.split()[1] for chunk in chunks for line in chunk] == [str(i) for i in range(20)]
-    budget = fold_budget(FOLD_OUTPUT_TOKENS, 2048)
+    budget = fold_budget(SUMMARY.output_tokens, 2048)
     huge = transcript_chunks([ChatLine("User", "x" * 50_000)], budget)
     assert len(huge) == 1
     clipped = huge[0][0].text

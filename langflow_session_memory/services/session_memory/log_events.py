@@ -73,7 +73,7 @@ FOLD_FAILED = Event(
     "session_summary_fold_failed",
     "WARNING",
     "mode= latency_ms= reason= session_id=",
-    "a fold failed (after `latency_ms`); folding pauses 10 minutes for the session (`session_summary_paused`)",
+    "a fold failed (after `latency_ms`); folding pauses for the session, `FoldPolicy.pause` (`session_summary_paused`)",
     problem=True,
 )
 PAUSED = Event(
@@ -106,8 +106,9 @@ SHORTENED = Event(
     "session_summary_shortened",
     "INFO",
     "dropped_lines= dropped_facts= words_written= words_kept=",
-    'the summary would pass 300 words with a fold\'s new lines; the oldest "Conversation so far" lines went first'
-    ' (`dropped_lines`), then the oldest "Key facts" (`dropped_facts`); a fact is never lost without this line',
+    "the summary would pass its word limit (`SummaryPolicy.word_limit`) with a fold's new lines; the oldest"
+    ' "Conversation so far" lines went first (`dropped_lines`), then the oldest "Key facts" (`dropped_facts`); a'
+    " fact is never lost without this line",
 )
 RESET = Event(
     "session_summary_reset",
@@ -115,7 +116,7 @@ RESET = Event(
     "reason= folded_count= detail= session_id=",
     "`reason=folded_range_changed`: the messages at or before the cursor no longer number `folded_count` (a message"
     " stored late behind it, or one removed behind Langflow's back); `reason=summary_invalid detail=`: the stored"
-    " summary fails the checks of an edit (e.g. `summary has 100038 characters, over the 4000-character cap`) and is"
+    " summary fails the checks of an edit (over a cap of `SummaryPolicy`, or a control character) and is"
     " not sent. Either way the session is folded again",
     problem=True,
 )

@@ -25,7 +25,7 @@ from langflow_session_memory.services.session_memory.retrieval import Retrieval
 from langflow_session_memory.services.session_memory.rules import token_estimate
 from langflow_session_memory.services.session_memory.rules.assembly import history_messages
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlan, TurnPlanner, Waiting
-from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
+from langflow_session_memory.services.session_memory.rules.policy import BOUNDS, FoldPolicy
 from langflow_session_memory.services.session_memory.rules.recall import Excerpt
 from langflow_session_memory.services.session_memory.rules.state import Reading, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
@@ -35,8 +35,6 @@ from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.model import utc_now
 from langflow_session_memory.services.session_memory.storage.reading import read
 from langflow_session_memory.services.session_memory.summary import validation
-
-REMEMBERED_TURNS = 1024
 
 
 @dataclass(frozen=True)
@@ -224,7 +222,7 @@ class SessionMemoryService:
         if turn.input_message_id is None:
             return
         self._folded_turns[(turn.key, turn.input_message_id)] = cost
-        while len(self._folded_turns) > REMEMBERED_TURNS:
+        while len(self._folded_turns) > BOUNDS.remembered_turns:
             self._folded_turns.popitem(last=False)
 
 

@@ -15,18 +15,21 @@ from urllib.parse import urlsplit
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, EMBEDDING, FoldPolicy
+from langflow_session_memory.services.session_memory.rules.policy import (
+    BOUNDS,
+    CALL_FIT,
+    DEFAULT_POLICY,
+    EMBEDDING,
+    FoldPolicy,
+)
 
 FOLD_TIMEOUT_VARIABLE = "SESSION_MEMORY_FOLD_TIMEOUT_SECONDS"
-LONGEST_FOLD_TIMEOUT_SECONDS = 3600.0
 WAIT_FOR_FOLDS_VARIABLE = "SESSION_MEMORY_NEW_TURN_WAITS_FOR_FOLD"
 WAIT_FOR_FOLDS_CHOICES = ("self-hosted", "always", "never")
 # Replaced by WAIT_FOR_FOLDS_VARIABLE: cancelling a fold saved nothing on a one-slot server (new_turn_waits_for_folds).
 RETIRED_CANCEL_VARIABLE = "SESSION_MEMORY_NEW_TURN_CANCELS_FOLD"
 WAITING_TOKENS_VARIABLE = "SESSION_MEMORY_WAITING_TOKENS"
-LARGEST_WAITING_TOKENS = 10_000_000
 TOOL_RESULT_SHARE_VARIABLE = "SESSION_MEMORY_TOOL_RESULT_SHARE"
-TOOL_RESULT_SHARE = 0.1
 EMBEDDING_TIMEOUT_VARIABLE = "SESSION_MEMORY_EMBEDDING_TIMEOUT_SECONDS"
 # Host names that only resolve on a local machine or a private network (Docker Compose service
 # names have no dot at all).
@@ -49,8 +52,8 @@ def fold_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
         environ,
         FOLD_TIMEOUT_VARIABLE,
         DEFAULT_POLICY.fold_timeout_seconds,
-        highest=LONGEST_FOLD_TIMEOUT_SECONDS,
-        reason=f"not_a_number_of_seconds_up_to_{int(LONGEST_FOLD_TIMEOUT_SECONDS)}",
+        highest=BOUNDS.longest_fold_timeout_seconds,
+        reason=f"not_a_number_of_seconds_up_to_{int(BOUNDS.longest_fold_timeout_seconds)}",
     )
 
 
@@ -70,7 +73,11 @@ def tool_result_share(environ: Mapping[str, str] = os.environ) -> float:
     """The share of the context window a tool result the model has already read may keep in the turn's next
     model calls (``call_fit``): 0.1 unless the operator says otherwise; 1 keeps every result whole while it fits."""
     return _positive_number(
-        environ, TOOL_RESULT_SHARE_VARIABLE, TOOL_RESULT_SHARE, highest=1.0, reason="not_a_share_over_0_up_to_1"
+        environ,
+        TOOL_RESULT_SHARE_VARIABLE,
+        CALL_FIT.tool_result_share,
+        highest=1.0,
+        reason="not_a_share_over_0_up_to_1",
     )
 
 
@@ -80,7 +87,7 @@ def waiting_tokens(environ: Mapping[str, str] = os.environ) -> int | None:
     if not environ.get(WAITING_TOKENS_VARIABLE, "").strip():
         return None
     tokens = _positive_number(
-        environ, WAITING_TOKENS_VARIABLE, 0.0, highest=LARGEST_WAITING_TOKENS, reason="not_a_number_of_tokens"
+        environ, WAITING_TOKENS_VARIABLE, 0.0, highest=BOUNDS.largest_waiting_tokens, reason="not_a_number_of_tokens"
     )
     return int(tokens) or None
 

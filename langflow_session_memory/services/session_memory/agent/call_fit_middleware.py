@@ -18,8 +18,9 @@ from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.agent.retry_smaller import Smaller, retry_smaller_once
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules import call_fit, context_size, token_estimate
-from langflow_session_memory.services.session_memory.rules.call_fit import FIT_RATIO, FittedCall, Reduction
+from langflow_session_memory.services.session_memory.rules.call_fit import FittedCall, Reduction
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
+from langflow_session_memory.services.session_memory.rules.policy import CALL_FIT
 
 
 class CallFitMiddleware(AgentMiddleware):
@@ -84,7 +85,7 @@ class CallFitMiddleware(AgentMiddleware):
         """The request fitted to the window (as it is when no window is known)."""
         if not self.window:
             return request
-        fitted = await self._fitted(request, fixed, int(FIT_RATIO * self.window), retry=False)
+        fitted = await self._fitted(request, fixed, int(CALL_FIT.fit_ratio * self.window), retry=False)
         if fitted.size > self.window:
             await logger.awarning(f"{log_events.OVERFLOW} call=after_tool size={fitted.size} action=give_up")
             raise ContextTooLongError(CONTEXT_TOO_LONG)

@@ -34,16 +34,15 @@ from langflow_session_memory.services.session_memory.agent.run import Phase, Run
 from langflow_session_memory.services.session_memory.agent.search_tool import with_search_tool
 from langflow_session_memory.services.session_memory.rules import context_size
 from langflow_session_memory.services.session_memory.rules.assembly import summary_messages, summary_text
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, RETRIEVAL
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, RETRIEVAL, SUMMARY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import tool_result_share
 from langflow_session_memory.services.session_memory.summary import notes
-from langflow_session_memory.services.session_memory.summary.prompt import SUMMARY_WORD_LIMIT
 
 # The node's help texts, from the policy the service folds by.
 SWITCH_INFO = (
     "Keep the newest Number of Chat History Messages as they are, and fold older ones, "
-    f"{DEFAULT_POLICY.batch_size} at a time, into a short per-session summary (at most {SUMMARY_WORD_LIMIT} words) "
+    f"{DEFAULT_POLICY.batch_size} at a time, into a short per-session summary (at most {SUMMARY.word_limit} words) "
     "sent first in the history. Each fold is one extra call to the same model, about once every "
     f"{DEFAULT_POLICY.batch_size} messages; its tokens are added to the turn's usage. Off: exactly the stock Agent."
 )
@@ -393,7 +392,7 @@ async def _with_newest_notes(turn, history):
     def fits(summary: str) -> bool:
         return request_tokens(turn, summary_messages(summary, [])) <= turn.context_window
 
-    summary = notes.newest_within(history.summary, fits, SUMMARY_WORD_LIMIT)
+    summary = notes.newest_within(history.summary, fits, SUMMARY.word_limit)
     if summary is None:
         return None
     messages = summary_messages(summary, [])

@@ -8,10 +8,8 @@ from lfx.schema.message import Message
 from langflow_session_memory.services.session_memory.agent.component_inputs import bool_input, search_switched_on
 from langflow_session_memory.services.session_memory.agent.search import TOOL_NAME, tool_schema_tokens
 from langflow_session_memory.services.session_memory.rules import token_estimate
+from langflow_session_memory.services.session_memory.rules.policy import CALL_FIT
 from langflow_session_memory.services.session_memory.rules.turn import Turn
-
-# Langflow's date and calculator tools: their schemas measured at 78 and 82 tokens.
-BUILT_IN_TOOL_TOKENS = 90
 
 
 def request_tokens(turn: Turn, messages) -> int:
@@ -38,8 +36,16 @@ def _tools_tokens(component) -> int:
     added_later = [
         (wanted and name not in names, size)
         for wanted, name, size in (
-            (bool_input(component, "add_current_date_tool", default=False), "get_current_date", BUILT_IN_TOOL_TOKENS),
-            (bool_input(component, "add_calculator_tool", default=False), "evaluate_expression", BUILT_IN_TOOL_TOKENS),
+            (
+                bool_input(component, "add_current_date_tool", default=False),
+                "get_current_date",
+                CALL_FIT.built_in_tool_tokens,
+            ),
+            (
+                bool_input(component, "add_calculator_tool", default=False),
+                "evaluate_expression",
+                CALL_FIT.built_in_tool_tokens,
+            ),
             (search_switched_on(component), TOOL_NAME, tool_schema_tokens()),
         )
     ]

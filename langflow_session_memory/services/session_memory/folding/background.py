@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
+from langflow_session_memory.services.session_memory.rules.policy import BOUNDS
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 
-MAX_BACKGROUND_FOLDS = 16
-SHUTDOWN_GRACE_SECONDS = 5.0
 FOLD_TASK_NAME = "session-memory-fold"  # each fold's task, as tracebacks and ``asyncio.all_tasks`` name it
 
 
@@ -28,7 +27,7 @@ FOLD_TASK_NAME = "session-memory-fold"  # each fold's task, as tracebacks and ``
 class BackgroundFolds:
     """The running background folds of this process, by session."""
 
-    limit: int = MAX_BACKGROUND_FOLDS
+    limit: int = BOUNDS.background_folds
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _running: dict[Hashable, asyncio.Task] = field(default_factory=dict, repr=False)
     _servers: dict[Hashable, str | None] = field(default_factory=dict, repr=False)
@@ -104,7 +103,7 @@ class BackgroundFolds:
         """Whether a turn waits for the folds on ``server``: a fold there stops after the batch under way."""
         return self._turns_waiting.get(server, 0) > 0
 
-    async def close(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
+    async def close(self, grace_seconds: float = BOUNDS.shutdown_grace_seconds) -> None:
         """Stop taking folds and cancel the running ones; each releases its claim as it ends."""
         self._loop = None
         tasks = list(self._running.values())

@@ -20,7 +20,7 @@ from sqlalchemy.exc import DatabaseError
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlanner
-from langflow_session_memory.services.session_memory.rules.policy import FoldPolicy
+from langflow_session_memory.services.session_memory.rules.policy import BOUNDS, FoldPolicy
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
@@ -29,11 +29,6 @@ from langflow_session_memory.services.session_memory.storage.reading import read
 from langflow_session_memory.services.session_memory.summary import model_call
 from langflow_session_memory.services.session_memory.summary.prompt import ChatLine, speaker
 from langflow_session_memory.services.session_memory.summary.validation import SummaryRejectedError, word_count
-
-CLAIM_POLL_SECONDS = 0.1
-# A turn the provider refused as too long waits at most this for another worker's fold before it
-# compacts with the summary as it is: its user waits already, and a dead worker's claim holds minutes.
-COMPACTION_WAIT_SECONDS = 5.0
 
 Batches = Sequence[Sequence[MessageTable]]
 
@@ -67,7 +62,7 @@ class FoldRunner:
         until = await self._claim(state, mode)
         if until is None:
             if mode is Mode.COMPACT:
-                wait = min(self.policy.fold_timeout_seconds, COMPACTION_WAIT_SECONDS)
+                wait = min(self.policy.fold_timeout_seconds, BOUNDS.compaction_wait_seconds)
                 await self.wait_for_fold_elsewhere(state.key, wait)
             return FoldCost()
         try:
@@ -122,7 +117,7 @@ class FoldRunner:
                 current = await store.load(session, key)
             claimed = current is not None and current.is_claimed(self.clock(), self.policy.longest_claim)
             if claimed:
-                await asyncio.sleep(CLAIM_POLL_SECONDS)
+                await asyncio.sleep(BOUNDS.claim_poll_seconds)
         await logger.ainfo(
             f"{log_events.FOLD_ELSEWHERE} waited_ms={round((time.perf_counter() - started) * 1000)} "
             f"still_claimed={str(claimed).lower()} session_id={key.session_id!r}"

@@ -27,21 +27,18 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from langflow_session_memory.services.session_memory.rules import clipping
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_ACKNOWLEDGEMENT, carries_summary
+from langflow_session_memory.services.session_memory.rules.policy import CALL_FIT
 from langflow_session_memory.services.session_memory.rules.token_estimate import (
     message_tokens,
     messages_tokens,
     text_of,
 )
 
-FIT_RATIO = 0.9  # a call estimated above this share of the window is reduced: the rest is its answer's
-RETRY_SHRINK = 0.5  # a refused call whose size we underestimated is retried at this share of our estimate
-MIN_CLIPPED_TOKENS = 200  # a clipped result keeps at least this much of its head and tail
 CLIP_MARKER = (
     "\n[... {cut:,} of {total:,} characters of this tool result were cut here to fit the model's context window; "
     "call the tool again with a narrower request to see that part ...]\n"
 )
 
-MAX_INDENT = 16  # of a line's leading spaces, what a compacted result keeps: four levels of code
 # Runs of spaces and tabs that compacting may change: two or more, or one that ends a line. No backtracking: a
 # padded row of 60,000 spaces is one match (``[ \t]+$`` tried each of its positions: minutes on one table).
 _SPACE_RUN = re.compile(r"[ \t]{2,}|[ \t](?=[\r\n]|\Z)")
@@ -122,10 +119,10 @@ def fit_call(
 
 def retry_target(refused_size: int, limit: int | None) -> int:
     """The size to retry a refused call at: inside the limit the provider (or the builder) gave, or, where our
-    estimate was already inside it or no limit is known, at :data:`RETRY_SHRINK` of the estimate."""
+    estimate was already inside it or no limit is known, at ``CALL_FIT.retry_shrink`` of the estimate."""
     if limit and refused_size > limit:
-        return int(FIT_RATIO * limit)
-    return int(RETRY_SHRINK * refused_size)
+        return int(CALL_FIT.fit_ratio * limit)
+    return int(CALL_FIT.retry_shrink * refused_size)
 
 
 def summary_history(history: Sequence[BaseMessage], summary: str | None) -> list[BaseMessage]:
@@ -138,7 +135,7 @@ def summary_history(history: Sequence[BaseMessage], summary: str | None) -> list
 
 def compacted(text: str) -> str:
     """``text`` without its padding: spaces and tabs that end a line go, a run of them inside a line becomes one
-    space, indentation keeps at most :data:`MAX_INDENT`, and blank lines at most one in a row. Words,
+    space, indentation keeps at most ``CALL_FIT.max_indent``, and blank lines at most one in a row. Words,
     line breaks and the order of everything are kept."""
     return _BLANK_LINES.sub("\n\n", _SPACE_RUN.sub(_compacted_run, text))
 
@@ -148,7 +145,7 @@ def _compacted_run(found: re.Match) -> str:
     if end == len(text) or text[end] in "\r\n":
         return ""
     if start == 0 or text[start - 1] == "\n":
-        return found.group()[:MAX_INDENT]
+        return found.group()[: CALL_FIT.max_indent]
     return " "
 
 
@@ -175,7 +172,7 @@ def _caps_to_fit(turn: Sequence[BaseMessage], caps: dict[int, int], room: int) -
 
 def water_level(sizes: Sequence[int], excess: int) -> int:
     """The largest cap that frees at least ``excess`` when every size above it is cut to it (sizes at or
-    under it are not touched); never under :data:`MIN_CLIPPED_TOKENS`, where it may free less."""
+    under it are not touched); never under ``CALL_FIT.min_clipped_tokens``, where it may free less."""
     ordered = sorted(sizes, reverse=True)
     total = 0
     for count, size in enumerate(ordered, start=1):
@@ -183,8 +180,8 @@ def water_level(sizes: Sequence[int], excess: int) -> int:
         below = ordered[count] if count < len(ordered) else 0
         level = (total - excess) // count
         if level >= below:
-            return max(level, MIN_CLIPPED_TOKENS)
-    return MIN_CLIPPED_TOKENS
+            return max(level, CALL_FIT.min_clipped_tokens)
+    return CALL_FIT.min_clipped_tokens
 
 
 def _clipped(message: BaseMessage, cap: int) -> BaseMessage:

@@ -6,14 +6,13 @@ says in its own marker what was cut and what the reader can do; the marker's ``{
 are counts of characters. The stored message is never changed, only the text sent.
 """
 
+from langflow_session_memory.services.session_memory.rules.policy import CALL_FIT
 from langflow_session_memory.services.session_memory.rules.token_estimate import estimate_tokens
-
-HEAD_SHARE = 0.75  # of what a clipped text keeps, the part from its start; the tail holds a log's summary line
 
 
 def clipped(text: str, max_tokens: int, marker: str) -> str:
     """``text`` with its middle replaced by ``marker`` so that it estimates at most ``max_tokens`` (or the
-    marker's own size, when less is asked); the head keeps :data:`HEAD_SHARE` of what is kept."""
+    marker's own size, when less is asked); the head keeps ``CALL_FIT.clip_head_share`` of what is kept."""
     if estimate_tokens(text) <= max_tokens:
         return text
     low, high = 0, len(text)
@@ -27,7 +26,7 @@ def clipped(text: str, max_tokens: int, marker: str) -> str:
 
 
 def _clip(text: str, kept: int, marker: str) -> str:
-    head = int(kept * HEAD_SHARE)
+    head = int(kept * CALL_FIT.clip_head_share)
     tail = kept - head
     said = marker.format(cut=len(text) - kept, total=len(text))
     return text[:head] + said + (text[len(text) - tail :] if tail else "")

@@ -10,6 +10,8 @@ import re
 
 from langchain_core.exceptions import ContextOverflowError
 
+from langflow_session_memory.services.session_memory.rules.policy import CALL_FIT
+
 CONTEXT_TOO_LONG = (
     "This conversation no longer fits the model's context window, even with older messages summarized. "
     "Shorten your last message or the Agent's instructions, start a new session, or choose a model with a "
@@ -55,8 +57,6 @@ _WINDOW_NAMED = re.compile(
     r"|while limit is (\d+)|configured limit of (\d+)|'n_ctx': (\d+)",
     re.IGNORECASE,
 )
-# An empty stream counts as an overflow only where the request could be one: this share of the window.
-EMPTY_STREAM_OVERFLOW_RATIO = 0.5
 
 
 class ContextTooLongError(ValueError):
@@ -107,7 +107,7 @@ def is_probable_overflow(error: BaseException, *, request_tokens: int, context_w
         return True
     if not is_empty_stream(error):
         return False
-    return context_window is None or request_tokens > EMPTY_STREAM_OVERFLOW_RATIO * context_window
+    return context_window is None or request_tokens > CALL_FIT.empty_stream_overflow_ratio * context_window
 
 
 def context_window(llm, configured_tokens: int | None) -> int | None:

@@ -12,9 +12,6 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import TypeVar
 
-FOLD_PAUSE = timedelta(minutes=10)
-CLAIM_MARGIN = timedelta(seconds=5)
-
 T = TypeVar("T")
 
 
@@ -38,7 +35,10 @@ class FoldPolicy:
         60.0, "how long one batch may take to fold (`SESSION_MEMORY_FOLD_TIMEOUT_SECONDS`)"
     )
     pause: timedelta = _setting(  # noqa: RUF009 - a dataclasses.field; a timedelta is immutable
-        FOLD_PAUSE, "how long folding pauses for a session after a failed fold"
+        timedelta(minutes=10), "how long folding pauses for a session after a failed fold"
+    )
+    claim_margin_seconds: float = _setting(
+        5.0, "what a fold's claim holds beyond its timeouts, for the commit after the model answered"
     )
     early_fold_share: float = _setting(0.8, "share of the known window above which a turn folds first")
     early_fold_target_share: float = _setting(0.5, "share of the window an early fold cuts the raw part to")
@@ -73,7 +73,7 @@ class FoldPolicy:
 
     def claim(self, batches: int) -> timedelta:
         """How long a fold of ``batches`` batches may hold the session's claim: one timeout each, and a margin."""
-        return timedelta(seconds=self.fold_timeout_seconds * batches) + CLAIM_MARGIN
+        return timedelta(seconds=self.fold_timeout_seconds * batches + self.claim_margin_seconds)
 
     @property
     def longest_claim(self) -> timedelta:
@@ -203,11 +203,105 @@ class EmbeddingPolicy:
     longest_timeout_seconds: float = _setting(120.0, "the longest deadline an operator may set")
 
 
+@dataclass(frozen=True)
+class SummaryPolicy:
+    """What a summary holds, and how a fold asks a model for one within its window."""
+
+    word_limit: int = _setting(300, "words a summary holds at most")
+    character_limit: int = _setting(
+        4_000, "characters a summary holds at most (300 words take about 2,000; a few huge words must not pass)"
+    )
+    floor_words: int = _setting(
+        100, 'words a summary may always hold, however short the messages it replaces (twenty "ok"s)'
+    )
+    fact_line_words: int = _setting(15, 'words of one line of "Key facts" at most, as the fold is asked')
+    copied_line_words: int = _setting(
+        3, "words from which a line that also stands in the instructions is dropped as copied from them"
+    )
+    message_tokens: int = _setting(
+        1_000, "estimated tokens of one message a fold request shows at most, its head and tail (a pasted log)"
+    )
+    smallest_clip_tokens: int = _setting(50, "a lone message refused as too long is halved down to no less")
+    line_overhead_tokens: int = _setting(4, 'tokens of a transcript line\'s framing ("User: " and the line break)')
+    request_share: float = _setting(
+        0.75, "share of a known window, less the fold's output, a fold request takes (real tokenizers count more)"
+    )
+    min_output_tokens: int = _setting(512, "on a known window a fold writes at most a quarter of it, and at least this")
+    min_transcript_tokens: int = _setting(
+        100, "transcript tokens a fold request holds at least, however small the window"
+    )
+    output_tokens: int = _setting(1_024, "a fold's output budget (300 words are about 400-500 tokens in English)")
+    reasoning_output_tokens: int = _setting(
+        8_192, "a fold's output budget on a model that reasons first (its reasoning spends the same budget)"
+    )
+    stream_characters_per_token: int = _setting(
+        5, "characters per token of the budget after which reading a streamed answer stops"
+    )
+
+
+@dataclass(frozen=True)
+class CallFitPolicy:
+    """How the Agent's requests are sized, and fitted to the window after a tool ran or a refusal."""
+
+    fit_ratio: float = _setting(
+        0.9, "share of the window above which a model call after a tool is reduced (the rest is its answer's)"
+    )
+    retry_shrink: float = _setting(
+        0.5, "share of its estimate a refused call is retried at, where the estimate was inside the limit"
+    )
+    min_clipped_tokens: int = _setting(200, "tokens a clipped tool result keeps at least")
+    tool_result_share: float = _setting(
+        0.1, "share of the window a read tool result may take (`SESSION_MEMORY_TOOL_RESULT_SHARE`)"
+    )
+    max_indent: int = _setting(16, "leading spaces of a line a compacted tool result keeps: four levels of code")
+    clip_head_share: float = _setting(
+        0.75, "of what a clipped text keeps, the part from its start (the tail holds a log's summary line)"
+    )
+    empty_stream_overflow_ratio: float = _setting(
+        0.5, "share of a known window above which an empty stream is read as a prompt too long"
+    )
+    built_in_tool_tokens: int = _setting(
+        90, "tokens counted for each of Langflow's date and calculator tools (their schemas measured 78 and 82)"
+    )
+    letters_per_token: int = _setting(7, "the token estimate: ASCII letters of a word one token holds")
+    marks_per_token: int = _setting(3, "the token estimate: punctuation marks in a row one token holds")
+    spaces_per_token: int = _setting(
+        48, "the token estimate: spaces in a row one token holds (Gemma 3's hold 31, Qwen2.5's and OpenAI's 128)"
+    )
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How much one process, statement or operator setting may take: never a turn's behaviour, only its bounds."""
+
+    background_folds: int = _setting(16, "folds after answers running at once in one process")
+    shutdown_grace_seconds: float = _setting(5.0, "how long a stopping process waits for its folds after answers")
+    claim_poll_seconds: float = _setting(0.1, "how often a turn looks whether another worker's fold let go")
+    compaction_wait_seconds: float = _setting(
+        5.0,
+        "how long a turn refused as too long waits for another worker's fold before it compacts (its user waits "
+        "already; a dead worker's claim holds minutes)",
+    )
+    remembered_turns: int = _setting(1_024, "turns a process remembers having folded for, so a retry folds no more")
+    keys_per_statement: int = _setting(200, "flows or chats one cleanup statement names at most")
+    sweep_batch: int = _setting(500, "orphaned rows the sweep deletes per statement")
+    list_limit: int = _setting(100, "rows the operator's list shows unless asked for more")
+    longest_fold_timeout_seconds: float = _setting(
+        3_600.0, "the longest fold timeout an operator may set (`SESSION_MEMORY_FOLD_TIMEOUT_SECONDS`)"
+    )
+    largest_waiting_tokens: int = _setting(
+        10_000_000, "the largest waiting budget an operator may set (`SESSION_MEMORY_WAITING_TOKENS`)"
+    )
+
+
 RETRIEVAL = RetrievalPolicy()
 EMBEDDING = EmbeddingPolicy()
+SUMMARY = SummaryPolicy()
+CALL_FIT = CallFitPolicy()
+BOUNDS = Bounds()
 
 
-POLICIES = (DEFAULT_POLICY, RETRIEVAL, EMBEDDING)
+POLICIES = (DEFAULT_POLICY, SUMMARY, RETRIEVAL, EMBEDDING, CALL_FIT, BOUNDS)
 
 
 def markdown_table(policy=DEFAULT_POLICY) -> str:

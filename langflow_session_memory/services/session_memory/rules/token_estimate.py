@@ -12,9 +12,8 @@ from collections.abc import Iterable, Sequence
 from langchain_core.messages import BaseMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-LETTERS_PER_TOKEN = 7
-MARKS_PER_TOKEN = 3
-SPACES_PER_TOKEN = 48  # Gemma 3 has tokens of up to 31 spaces, Qwen2.5 and OpenAI's of up to 128
+from langflow_session_memory.services.session_memory.rules.policy import CALL_FIT
+
 _ASCII_WORD = re.compile(r"[A-Za-z]+")
 _ASCII_MARKS = re.compile(r"[!-/:-@\[-`{-~]+")
 _SINGLE_TOKEN = re.compile(r"[^\sA-Za-z!-/:-@\[-`{-~]")  # digits, other letters, other symbols (emoji)
@@ -24,11 +23,11 @@ _SPACING = re.compile(r"\s{2,}|[^\S ]")
 def estimate_tokens(text: str | None) -> int:
     """One message's tokens as the tokenizers of local models count them, and 4 for the message's framing.
 
-    Counted by what tokenizers split on: a run of up to :data:`LETTERS_PER_TOKEN` ASCII letters is
+    Counted by what tokenizers split on: a run of up to ``CALL_FIT.letters_per_token`` ASCII letters is
     one token (common words are one, rare ones two or three); every other letter (accents, CJK) and
     every digit is one (Llama, Gemma, Qwen and Mistral split numbers into single digits); a run of
-    up to :data:`MARKS_PER_TOKEN` punctuation marks is one (``"],``); a line break is one, and a run of
-    spaces or tabs (indentation, a table's padding) one per :data:`SPACES_PER_TOKEN`, while a single
+    up to ``CALL_FIT.marks_per_token`` punctuation marks is one (``"],``); a line break is one, and a run of
+    spaces or tabs (indentation, a table's padding) one per ``CALL_FIT.spaces_per_token``, while a single
     space between words is free. Measured against Qwen2.5's and Gemma 3's own tokenizers on a
     padded DataFrame, a SQL result table, a build log, code, JSON and chat (``token_counts.json`` in
     tests/services): 0.96 to 1.17 of their counts; OpenAI's tokenizers group digits by three and
@@ -37,8 +36,8 @@ def estimate_tokens(text: str | None) -> int:
     times the real count, and a clip kept padding instead of the page.
     """
     text = text or ""
-    words = sum(-(-len(word) // LETTERS_PER_TOKEN) for word in _ASCII_WORD.findall(text))
-    marks = sum(-(-len(run) // MARKS_PER_TOKEN) for run in _ASCII_MARKS.findall(text))
+    words = sum(-(-len(word) // CALL_FIT.letters_per_token) for word in _ASCII_WORD.findall(text))
+    marks = sum(-(-len(run) // CALL_FIT.marks_per_token) for run in _ASCII_MARKS.findall(text))
     singles = len(_SINGLE_TOKEN.findall(text))
     spacing = sum(_spacing_tokens(run) for run in _SPACING.findall(text))
     return words + marks + singles + spacing + 4
@@ -46,10 +45,10 @@ def estimate_tokens(text: str | None) -> int:
 
 def _spacing_tokens(run: str) -> int:
     """A run of whitespace other than one space: one token for its line breaks, the spaces after them by
-    :data:`SPACES_PER_TOKEN` (a lone space before a word is part of the word's token)."""
+    ``CALL_FIT.spaces_per_token`` (a lone space before a word is part of the word's token)."""
     line_break = "\n" in run
     spaces = len(run) - run.rindex("\n") - 1 if line_break else len(run)
-    return int(line_break) + (-(-spaces // SPACES_PER_TOKEN) if spaces > 1 or not line_break else 0)
+    return int(line_break) + (-(-spaces // CALL_FIT.spaces_per_token) if spaces > 1 or not line_break else 0)
 
 
 def estimated_size(texts: Iterable[str | None]) -> int:

@@ -44,13 +44,13 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ColumnEleme
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.rules.policy import BOUNDS
 from langflow_session_memory.services.session_memory.storage import search_index, store
 from langflow_session_memory.services.session_memory.storage.model import SessionMemorySearchEntry, SessionMemoryState
 
 STATE = SessionMemoryState.__table__
 ENTRY = SessionMemorySearchEntry.__table__
 MESSAGE = MessageTable.__table__
-KEYS_PER_STATEMENT = 200
 
 
 async def reset(
@@ -163,8 +163,8 @@ def _delete_flows(state: ORMExecuteState, connection: Connection):
     result = state.invoke_statement()
 
     def drop_rows(table) -> None:
-        for start in range(0, len(ids), KEYS_PER_STATEMENT):
-            connection.execute(delete(table).where(table.c.flow_id.in_(ids[start : start + KEYS_PER_STATEMENT])))
+        for start in range(0, len(ids), BOUNDS.keys_per_statement):
+            connection.execute(delete(table).where(table.c.flow_id.in_(ids[start : start + BOUNDS.keys_per_statement])))
 
     if ids:
         _isolated(connection, "delete_flows", lambda: drop_rows(STATE))
@@ -185,8 +185,8 @@ def _follow_changes(connection: Connection, oldest_changed: dict[tuple, datetime
     changed message, cannot commit.
     """
     chats = list(oldest_changed.items())
-    for start in range(0, len(chats), KEYS_PER_STATEMENT):
-        part = chats[start : start + KEYS_PER_STATEMENT]
+    for start in range(0, len(chats), BOUNDS.keys_per_statement):
+        part = chats[start : start + BOUNDS.keys_per_statement]
         no_message_left = ~store.has_messages(STATE)
         covered = [
             and_(_chat(*chat), or_(STATE.c.cursor_timestamp >= oldest, no_message_left)) for chat, oldest in part
@@ -286,9 +286,9 @@ async def sweep(sessions) -> int:
     for sweep_batch in (store.sweep_orphans, search_index.sweep_orphans):
         while True:
             async with sessions() as session:
-                batch = await sweep_batch(session, store.SWEEP_BATCH)
+                batch = await sweep_batch(session, BOUNDS.sweep_batch)
                 await session.commit()
             removed += batch
-            if batch < store.SWEEP_BATCH:
+            if batch < BOUNDS.sweep_batch:
                 break
     return removed

@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from langflow_session_memory.services.session_memory.rules.policy import BOUNDS
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.storage.model import SessionMemoryState, utc_now
@@ -26,8 +27,6 @@ STATE_COLUMNS = tuple(
     for column in SessionMemoryState.__table__.c
     if column.name not in {"id", *KEY_COLUMNS, "created_at", "updated_at"}
 )
-SWEEP_BATCH = 500
-LIST_LIMIT = 100
 
 
 def key_filter(key: SessionKey):
@@ -214,7 +213,7 @@ def has_messages(state_table):
     )
 
 
-async def sweep_orphans(session: AsyncSession, limit: int = SWEEP_BATCH) -> int:
+async def sweep_orphans(session: AsyncSession, limit: int = BOUNDS.sweep_batch) -> int:
     """Delete up to ``limit`` rows whose session has no message left (the cleanup backstop).
 
     The context is left out of the match on purpose: a session that still has messages
@@ -246,7 +245,7 @@ async def find(
     owner_id: UUID | None = None,
     session_id: str | None = None,
     context_id: str | None = None,
-    limit: int = LIST_LIMIT,
+    limit: int = BOUNDS.list_limit,
 ) -> list[SessionMemoryState]:
     """The flow's rows (newest update first), at most ``limit``; for the REST API and the operator CLI."""
     table = SessionMemoryState.__table__

@@ -22,11 +22,10 @@ from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.rules import context_size, token_estimate, usage
-from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY
+from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, SUMMARY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.summary import notes
 from langflow_session_memory.services.session_memory.summary.prompt import (
-    SUMMARY_WORD_LIMIT,
     ChatLine,
     FoldBudget,
     fold_budget,
@@ -47,10 +46,6 @@ from langflow_session_memory.services.session_memory.summary.validation import (
 # machine), and the operator CLI imports the summary package for ``word_count`` alone.
 
 FOLD_RUN_TAG = "session_memory_fold"  # the name and tag of a fold's run in traces
-# The fold's own output budget: 300 words of a summary are about 400-500 tokens in English.
-# A model that reasons before answering spends its reasoning tokens from the same budget.
-FOLD_OUTPUT_TOKENS = 1024
-FOLD_REASONING_OUTPUT_TOKENS = 8192
 # Where LangChain's chat models keep their output cap (OpenAI, Anthropic, Bedrock, Mistral,
 # Groq, watsonx: max_tokens; Google: max_output_tokens; Ollama: num_predict).
 _OUTPUT_CAP_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
@@ -58,9 +53,6 @@ _OUTPUT_CAP_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens"
 # Anthropic, Bedrock: "max_tokens"; Google: "MAX_TOKENS").
 _CUT_AT_OUTPUT_CAP = frozenset({"length", "max_tokens"})
 _STOP_REASON_KEYS = ("finish_reason", "stop_reason", "done_reason", "stopReason")
-# Reading a streamed answer stops past this many characters per token of the budget (a generous
-# reading of the ``characters / 4`` estimate).
-_CHARACTERS_PER_TOKEN = 5
 _INTERRUPTED = "stream ended without a finish reason"
 
 
@@ -170,7 +162,7 @@ async def _fold_chunk(
         _spent(cut, spent)
         raise cut from None
     repairs += salvage.repairs
-    result = notes.merged(previous_summary, salvage.update.text(), SUMMARY_WORD_LIMIT)
+    result = notes.merged(previous_summary, salvage.update.text(), SUMMARY.word_limit)
     summary = result.notes.text()
     try:
         check_size(summary)
@@ -230,7 +222,7 @@ async def _invoke(model: BaseChatModel, request: list, output_tokens: int, traci
     async with aclosing(model.astream(request, config=config)) as chunks:
         async for chunk in chunks:
             answer = chunk if answer is None else answer + chunk
-            if len(token_estimate.text_of(answer)) > output_tokens * _CHARACTERS_PER_TOKEN:
+            if len(token_estimate.text_of(answer)) > output_tokens * SUMMARY.stream_characters_per_token:
                 return answer, True
     if answer is None:  # no chunk at all: llama-cpp-python's answer to a prompt over its window
         raise RequestTooLongError("the model's stream was empty")
@@ -303,10 +295,10 @@ def output_budget(llm: BaseChatModel) -> int:
     """
     profile = getattr(llm, "profile", None)
     profile = profile if isinstance(profile, dict) else {}
-    budget = FOLD_REASONING_OUTPUT_TOKENS if profile.get("reasoning_output") else FOLD_OUTPUT_TOKENS
+    budget = SUMMARY.reasoning_output_tokens if profile.get("reasoning_output") else SUMMARY.output_tokens
     thinking = getattr(llm, "thinking", None)
     if isinstance(thinking, dict) and isinstance(thinking.get("budget_tokens"), int):
-        budget = max(budget, thinking["budget_tokens"] + FOLD_OUTPUT_TOKENS)
+        budget = max(budget, thinking["budget_tokens"] + SUMMARY.output_tokens)
     limit = profile.get("max_output_tokens")
     return min(budget, limit) if isinstance(limit, int) and limit > 0 else budget
 

@@ -12,24 +12,12 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from lfx.utils.constants import MESSAGE_SENDER_NAME_AI, MESSAGE_SENDER_NAME_USER
 
 from langflow_session_memory.services.session_memory.rules import clipping, token_estimate
+from langflow_session_memory.services.session_memory.rules.policy import SUMMARY
 
-SUMMARY_WORD_LIMIT = 300
-# 300 words of a summary take about 2,000 characters; a few huge "words" must not pass the word cap.
-SUMMARY_CHARACTER_LIMIT = 4_000
 SECTION_HEADINGS = ("Key facts", "Conversation so far")
-# A pasted log or a tool dump must not make the fold request itself overflow the context.
-MAX_TOKENS_PER_MESSAGE = 1_000
 # Where a message was clipped for the fold request (rules/clipping; the table keeps it whole).
 FOLD_CLIP_MARKER = " [... {cut:,} more characters ...] "
 
-# Fold requests on a small context window (see :func:`fold_budget`).
-MIN_FOLD_OUTPUT_TOKENS = 512
-FOLD_REQUEST_SHARE = 0.75
-MIN_TRANSCRIPT_TOKENS = 100
-_LINE_OVERHEAD_TOKENS = 4  # "User: " and the line break
-SMALLEST_CLIP_TOKENS = 50  # a lone message is clipped no shorter when a request is still refused
-
-FACT_LINE_WORDS = 15
 
 # The format is described in words, not shown with sample bullets: small instruct models copy
 # sample lines verbatim (Qwen2.5-Coder 0.5B returned "- one short line per fact (who, what, ...)").
@@ -39,12 +27,15 @@ FACT_LINE_WORDS = 15
 SUMMARY_INSTRUCTIONS = """You keep the running notes of a long conversation between a user and an assistant, in two
 sections, "Key facts" and "Conversation so far". You read the next part of the conversation and write down the
 lasting facts it states, in your own words. You never copy messages and you leave out chit-chat."""
-FACT_QUESTION = f"""Which lasting facts does this part of the conversation state? Lasting facts are: people and their
+FACT_QUESTION = (
+    f"""Which lasting facts does this part of the conversation state? Lasting facts are: people and their
 names, relatives, pets, things bought or owned, where someone lives or works, dates, numbers, names and identifiers
 of things, plans, decisions, commitments, allergies, hobbies. Not facts: weather, meals, TV, moods, sleep, greetings.
-Write the line "Key facts:" and then each lasting fact on its own line, starting with "- ", at most {FACT_LINE_WORDS}
+Write the line "Key facts:" and then each lasting fact on its own line, starting with "- ", at most """
+    f"""{SUMMARY.fact_line_words}
 words, saying who or what it is about. Then write the line "Conversation so far:" and one line starting with "- "
 naming the topics."""
+)
 _INSTRUCTION_TOKENS = token_estimate.estimate_tokens(SUMMARY_INSTRUCTIONS) + token_estimate.estimate_tokens(
     FACT_QUESTION
 )
@@ -76,7 +67,7 @@ def speaker(sender: str, sender_name: str | None) -> str:
 
 def fold_request(batch: Sequence[ChatLine]) -> list:
     """The instructions, then the batch's transcript (each message clipped) and the question about it."""
-    transcript = "\n".join(f"{line.role}: {clipped(line.text, MAX_TOKENS_PER_MESSAGE)}" for line in batch)
+    transcript = "\n".join(f"{line.role}: {clipped(line.text, SUMMARY.message_tokens)}" for line in batch)
     return [
         SystemMessage(content=SUMMARY_INSTRUCTIONS),
         HumanMessage(content=f"Conversation:\n{transcript}\n\n{FACT_QUESTION}"),
@@ -89,14 +80,14 @@ def fold_budget(output_tokens: int, context_window: int | None) -> FoldBudget:
     ``output_tokens`` is the fold's own output cap for the model. A small window (a local
     model's 2,048 tokens) keeps a quarter for the summary written, and a batch of long
     messages is then folded in several requests, each merged into the notes in turn. The request
-    gets only :data:`FOLD_REQUEST_SHARE` of what remains: real tokenizers count more tokens
+    gets only ``SUMMARY.request_share`` of what remains: real tokenizers count more tokens
     than the ``characters / 4`` estimate on digits, code and logs.
     """
     if not context_window:
         return FoldBudget(output_tokens)
-    output = min(output_tokens, max(context_window // 4, MIN_FOLD_OUTPUT_TOKENS))
-    room = int((context_window - output) * FOLD_REQUEST_SHARE) - _INSTRUCTION_TOKENS
-    return FoldBudget(output, max(room, MIN_TRANSCRIPT_TOKENS))
+    output = min(output_tokens, max(context_window // 4, SUMMARY.min_output_tokens))
+    room = int((context_window - output) * SUMMARY.request_share) - _INSTRUCTION_TOKENS
+    return FoldBudget(output, max(room, SUMMARY.min_transcript_tokens))
 
 
 def transcript_chunks(batch: Sequence[ChatLine], budget: FoldBudget) -> list[list[ChatLine]]:
@@ -107,12 +98,12 @@ def transcript_chunks(batch: Sequence[ChatLine], budget: FoldBudget) -> list[lis
     if budget.transcript_tokens is None:
         return [list(batch)]
     limit = budget.transcript_tokens
-    longest = min(MAX_TOKENS_PER_MESSAGE, limit - _LINE_OVERHEAD_TOKENS)
+    longest = min(SUMMARY.message_tokens, limit - SUMMARY.line_overhead_tokens)
     chunks: list[list[ChatLine]] = [[]]
     used = 0
     for line in batch:
         shortened = ChatLine(role=line.role, text=clipped(line.text, longest))
-        size = token_estimate.estimate_tokens(shortened.text) + _LINE_OVERHEAD_TOKENS
+        size = token_estimate.estimate_tokens(shortened.text) + SUMMARY.line_overhead_tokens
         if chunks[-1] and used + size > limit:
             chunks.append([])
             used = 0
@@ -128,7 +119,7 @@ def halved(chunk: Sequence[ChatLine]) -> list[list[ChatLine]] | None:
         return [list(chunk[:middle]), list(chunk[middle:])]
     line = chunk[0]
     size = token_estimate.estimate_tokens(line.text)
-    if size <= SMALLEST_CLIP_TOKENS:
+    if size <= SUMMARY.smallest_clip_tokens:
         return None
     return [[ChatLine(role=line.role, text=clipped(line.text, size // 2))]]
 

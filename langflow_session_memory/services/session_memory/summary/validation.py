@@ -12,20 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langflow_session_memory.services.session_memory.reasons import CountsOnlyError
+from langflow_session_memory.services.session_memory.rules.policy import SUMMARY
 from langflow_session_memory.services.session_memory.summary import notes
 from langflow_session_memory.services.session_memory.summary.notes import Notes
 from langflow_session_memory.services.session_memory.summary.prompt import (
     FACT_QUESTION,
     SECTION_HEADINGS,
-    SUMMARY_CHARACTER_LIMIT,
     SUMMARY_INSTRUCTIONS,
-    SUMMARY_WORD_LIMIT,
     ChatLine,
 )
 
-# A summary may always be this long, however short the messages it replaces: a batch of twenty
-# "ok"s gives a summary longer than the batch, and that is no reason to stop folding a session.
-SUMMARY_FLOOR_WORDS = 100
 _HEADING_WORDS = sum(len(heading.split()) for heading in SECTION_HEADINGS)
 # Anchored at the start: an error or a refusal is the whole answer, while a summary may well
 # mention "rate limits" or an "internal server error" the users talked about.
@@ -45,9 +41,6 @@ _HEADING_LINE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _CANONICAL_HEADINGS = {heading.lower(): f"{heading}:" for heading in SECTION_HEADINGS}
-# A line this long that also stands in the instructions was copied from them, not written from the conversation (a
-# parroted prompt's last line is often short: "naming the topics."). Such a line is dropped, the rest kept.
-_COPIED_LINE_WORDS = 3
 
 
 class SummaryRejectedError(CountsOnlyError):
@@ -61,13 +54,13 @@ def word_count(text: str) -> int:
 def check_storable(summary: str) -> None:
     """Raise unless ``summary`` can be stored and sent, whoever wrote it (a model, a person, by hand).
 
-    At most :data:`SUMMARY_CHARACTER_LIMIT` characters; no control character other than tab
+    At most ``SUMMARY.character_limit`` characters; no control character other than tab
     and line breaks (PostgreSQL cannot store a NUL) and no unpaired surrogate (not UTF-8);
     and something visible: zero-width characters alone are an empty summary.
     """
-    if len(summary) > SUMMARY_CHARACTER_LIMIT:
+    if len(summary) > SUMMARY.character_limit:
         raise SummaryRejectedError(
-            f"summary has {len(summary)} characters, over the {SUMMARY_CHARACTER_LIMIT}-character cap"
+            f"summary has {len(summary)} characters, over the {SUMMARY.character_limit}-character cap"
         )
     if unstorable := _UNSTORABLE.search(summary):
         character = unstorable.group()
@@ -88,8 +81,8 @@ def check_size(summary: str) -> int:
         raise SummaryRejectedError("empty summary")
     check_storable(summary)
     words = word_count(summary)
-    if words > SUMMARY_WORD_LIMIT:
-        raise SummaryRejectedError(f"summary has {words} words, over the {SUMMARY_WORD_LIMIT}-word cap")
+    if words > SUMMARY.word_limit:
+        raise SummaryRejectedError(f"summary has {words} words, over the {SUMMARY.word_limit}-word cap")
     return words
 
 
@@ -104,7 +97,7 @@ def allowed_words(batch: Sequence[ChatLine]) -> int:
     """How many words a fold's answer about ``batch`` may have: the cap, and no more than the batch holds (or the
     floor), headings aside."""
     replaced = sum(word_count(line.text) for line in batch)
-    return min(SUMMARY_WORD_LIMIT, max(replaced, SUMMARY_FLOOR_WORDS) + _HEADING_WORDS)
+    return min(SUMMARY.word_limit, max(replaced, SUMMARY.floor_words) + _HEADING_WORDS)
 
 
 def complete_part(cut: str) -> str | None:
@@ -162,7 +155,7 @@ def salvaged(answer: str, *, batch: Sequence[ChatLine]) -> Salvaged:
         raise SummaryRejectedError(f"summary has neither section heading ({copied})")
     if len(named) < len(SECTION_HEADINGS):
         repairs.append("headings_repaired")
-    fit = notes.fitted(written, allowed_words(batch), SUMMARY_CHARACTER_LIMIT)
+    fit = notes.fitted(written, allowed_words(batch), SUMMARY.character_limit)
     return Salvaged(
         update=fit.notes,
         repairs=tuple(repairs),
@@ -188,7 +181,7 @@ def _copied_from_instructions(line: str) -> bool:
     if line in _CANONICAL_HEADINGS.values():
         return False
     words = _plain_words(line)
-    return len(words.split()) >= _COPIED_LINE_WORDS and f" {words} " in f" {_INSTRUCTION_WORDS} "
+    return len(words.split()) >= SUMMARY.copied_line_words and f" {words} " in f" {_INSTRUCTION_WORDS} "
 
 
 def _visible(line: str) -> bool:
