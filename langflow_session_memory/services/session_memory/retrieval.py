@@ -19,9 +19,10 @@ from sqlalchemy.exc import OperationalError
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.embeddings import MessageVectors, of_query
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules import meaning, ranking, recall
+from langflow_session_memory.services.session_memory.rules import meaning, ranking, recall, retry
 from langflow_session_memory.services.session_memory.rules.policy import EMBEDDING, RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.recall import Excerpt, Match
+from langflow_session_memory.services.session_memory.rules.retry import Refused, Send
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import SessionFactory, Turn
 from langflow_session_memory.services.session_memory.storage import messages, search_index
@@ -196,12 +197,16 @@ class Retrieval:
         """One batch of :meth:`index_older`, tried again (``RETRIEVAL.index_attempts`` times in all) where the
         database refused it: on SQLite a fold or another turn that commits after the batch's read began makes its
         write fail at once (the transaction's snapshot is stale, it cannot wait for the lock)."""
-        for attempt in range(1, RETRIEVAL.index_attempts):
+        tries = 1
+        while True:
             try:
                 return await self._index_one_batch(turn)
             except OperationalError:
-                await asyncio.sleep(RETRIEVAL.index_retry_seconds * attempt)
-        return await self._index_one_batch(turn)
+                then = retry.after(Refused.INDEX_BATCH, tries=tries, most_tries=RETRIEVAL.index_attempts)
+                if then.send is Send.GIVE_UP:
+                    raise
+                await asyncio.sleep(RETRIEVAL.index_retry_seconds * tries)
+                tries += 1
 
     async def _index_one_batch(self, turn: Turn) -> int:
         async with self.sessions() as session:

@@ -1,4 +1,5 @@
-"""The one rule for a request the provider refuses as too long: made smaller, sent once more, then given up.
+"""A request the provider refuses as too long, carried out as ``rules.retry`` says: made smaller, sent once more,
+then given up.
 
 Two places apply it: the turn's first model call, whose smaller form is the history folded into a new
 summary and the Agent run again (:func:`component_hooks.run_with_context_recovery`, no tool has run yet), and
@@ -16,7 +17,9 @@ from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.rules import retry
 from langflow_session_memory.services.session_memory.rules.context_size import CONTEXT_TOO_LONG, ContextTooLongError
+from langflow_session_memory.services.session_memory.rules.retry import Refused, Send
 
 T = TypeVar("T")
 
@@ -48,28 +51,33 @@ async def retry_smaller_once(
     raised as it is.
     """
     where = f"call={call} " if call else ""
-    try:
-        return await send()
-    except ContextTooLongError:
-        raise
-    except Exception as error:
-        if not refused(error):
+    tries, request, is_refusal = 1, send, refused
+    while True:
+        try:
+            result = await request()
+        except ContextTooLongError:
             raise
-        await logger.awarning(f"{log_events.OVERFLOW} {where}attempt=1 result=refused reason={describe(error)!r}")
-        retry = await smaller(error)
-        if retry is None:
-            raise ContextTooLongError(CONTEXT_TOO_LONG) from error
-        if retry.size >= retry.was:
+        except Exception as error:
+            if not is_refusal(error):
+                raise
+            if retry.after(Refused.AGENT_CALL, tries=tries).send is Send.GIVE_UP:
+                await logger.awarning(f"{log_events.OVERFLOW} {where}attempt={tries} result=refused action=give_up")
+                raise ContextTooLongError(CONTEXT_TOO_LONG) from error
             await logger.awarning(
-                f"{log_events.OVERFLOW} {where}attempt=2 result=not_smaller size={retry.size} action=give_up"
+                f"{log_events.OVERFLOW} {where}attempt={tries} result=refused reason={describe(error)!r}"
             )
-            raise
-    try:
-        result = await retry.send()
-    except Exception as error:
-        if not retry.refused(error):
-            raise
-        await logger.awarning(f"{log_events.OVERFLOW} {where}attempt=2 result=refused action=give_up")
-        raise ContextTooLongError(CONTEXT_TOO_LONG) from error
-    await logger.awarning(f"{log_events.OVERFLOW} {where}attempt=2 result=answered")
-    return result
+            smaller_request = await smaller(error)
+            if smaller_request is None:
+                raise ContextTooLongError(CONTEXT_TOO_LONG) from error
+            tries += 1
+            if smaller_request.size >= smaller_request.was:
+                await logger.awarning(
+                    f"{log_events.OVERFLOW} {where}attempt={tries} result=not_smaller size={smaller_request.size} "
+                    "action=give_up"
+                )
+                raise
+            request, is_refusal = smaller_request.send, smaller_request.refused
+        else:
+            if tries > 1:
+                await logger.awarning(f"{log_events.OVERFLOW} {where}attempt={tries} result=answered")
+            return result

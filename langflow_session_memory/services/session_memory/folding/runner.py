@@ -19,8 +19,10 @@ from sqlalchemy.exc import DatabaseError
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.reasons import describe
+from langflow_session_memory.services.session_memory.rules import retry
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlanner
 from langflow_session_memory.services.session_memory.rules.policy import BOUNDS, FoldPolicy
+from langflow_session_memory.services.session_memory.rules.retry import Refused, Send
 from langflow_session_memory.services.session_memory.rules.state import Cursor, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
@@ -129,24 +131,28 @@ class FoldRunner:
         """Fold the batches in order, in requests of at most the session's ``fold_batch_limit`` messages, each
         committed on its own; stop at a failure or a lost race.
 
-        A refused request (its summary refused, or out of time) pauses folding with half its messages as
-        the next limit, so the attempt after the pause asks something else. A lone message whose summary
-        is still refused is passed over with the summary unchanged: no message stalls a session (its text
-        stays in the table, where excerpts and the search tool still find it).
+        A failed request pauses folding; what the fold after the pause asks is ``rules.retry``'s (a refused summary
+        or a fold out of time: half its messages, so the attempt after the pause asks something else). A lone
+        message whose summary is still refused is passed over with the summary unchanged: no message stalls a
+        session (its text stays in the table, where excerpts and the search tool still find it).
         """
         cost, seen, limit = FoldCost(), state, state.fold_batch_limit
         for request in self.policy.requests(batches, limit, most=self._claimed_batches(mode)):
             started, folded = time.perf_counter(), None
             try:
                 folded = await self._folded_summary(seen, request, llm, turn, mode, started)
-                next_state = _folded(seen, request, folded.summary, self.policy.limit_after_success(limit))
+                next_state = _folded(
+                    seen, request, folded.summary, retry.limit_after_fold(limit, self.policy.batch_size)
+                )
                 won, current = await self._commit(seen, next_state, folded.dropped_facts, before=request[0])
-            except (SummaryRejectedError, TimeoutError) as error:
-                shrunk = self.policy.limit_after_refusal(len(request))
-                await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started), batch_limit=shrunk)
-                return FoldCost(folded=cost.folded, usage=cost.usage + _spent(folded, error))
             except Exception as error:  # noqa: BLE001 - any model, validation or write failure pauses folding, never the turn
-                await self._pause(seen.key, error, mode, latency_ms=_milliseconds_since(started), batch_limit=limit)
+                refused = (
+                    Refused.FOLD_SUMMARY if isinstance(error, SummaryRejectedError | TimeoutError) else Refused.FOLD
+                )
+                then = retry.after(refused, messages=len(request), limit=limit)
+                await self._pause(
+                    seen.key, error, mode, latency_ms=_milliseconds_since(started), batch_limit=then.limit
+                )
                 return FoldCost(folded=cost.folded, usage=cost.usage + _spent(folded, error))
             cost = FoldCost(folded=cost.folded, usage=cost.usage + folded.usage)
             if not won:
@@ -180,7 +186,8 @@ class FoldRunner:
                 tracing=turn.tracing,
             )
         except (SummaryRejectedError, TimeoutError) as error:
-            if len(request) > 1 or isinstance(error, model_call.StreamInterruptedError):
+            skipped = retry.after(Refused.FOLD_SUMMARY, messages=len(request)).send is Send.SKIP
+            if not skipped or isinstance(error, model_call.StreamInterruptedError):
                 raise
             reason = await self.log_failure(seen.key, error, mode, latency_ms=_milliseconds_since(started))
             await logger.ainfo(

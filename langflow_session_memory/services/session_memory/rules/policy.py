@@ -88,17 +88,6 @@ class FoldPolicy:
         pieces = [tuple(batch[i : i + size]) for batch in batches for i in range(0, len(batch), size)]
         return pieces[:most]
 
-    def limit_after_refusal(self, refused: int) -> int:
-        """Messages per request after a request of ``refused`` messages was refused: half, at least one,
-        so the attempt after the pause never asks the same as the one refused (temperature 0 answers alike)."""
-        return max(refused // 2, 1)
-
-    def limit_after_success(self, limit: int | None) -> int | None:
-        """Messages per request after one of ``limit`` folded: twice as many, back to whole batches (None)."""
-        if limit is None or limit * 2 >= self.batch_size:
-            return None
-        return limit * 2
-
     def waiting_budget(self, context_window: int | None) -> int:
         """How many tokens of raw messages may wait beyond the window before they are folded at once."""
         if self.waiting_tokens:

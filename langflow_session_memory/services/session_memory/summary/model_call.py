@@ -21,13 +21,15 @@ from langchain_core.language_models import BaseChatModel
 from lfx.log.logger import logger
 
 from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.rules import context_size, token_estimate, usage
+from langflow_session_memory.services.session_memory.rules import context_size, retry, token_estimate, usage
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, SUMMARY
+from langflow_session_memory.services.session_memory.rules.retry import Refused, Send
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.summary import notes
 from langflow_session_memory.services.session_memory.summary.prompt import (
     ChatLine,
     FoldBudget,
+    clippable,
     fold_budget,
     fold_request,
     halved,
@@ -91,7 +93,7 @@ async def fold(
     The whole batch must fold within ``timeout_seconds``, in one request or, on a small
     ``context_window``, in several (see :func:`prompt.fold_budget`). A request the model refuses
     as too long (in its words, or with an empty stream) is split in two and each half folded in
-    turn, so a window nobody declared is found out. An answer cut at the output cap is
+    turn (``rules.retry``), so a window nobody declared is found out. An answer cut at the output cap is
     rejected whatever it holds: its last lines are missing.
     """
     budget = fold_budget(output_budget(llm), context_window)
@@ -104,10 +106,10 @@ async def fold(
                 try:
                     folded = await _fold_chunk(llm, result.summary, chunk, provider, budget, tracing)
                 except RequestTooLongError:
-                    halves = halved(chunk)
-                    if halves is None:
+                    then = retry.after(Refused.FOLD_REQUEST, messages=len(chunk), clippable=clippable(chunk))
+                    if then.send is Send.GIVE_UP:
                         raise
-                    pending[:0] = halves
+                    pending[:0] = halved(chunk)
                     continue
                 result = FoldResult(
                     summary=folded.summary,

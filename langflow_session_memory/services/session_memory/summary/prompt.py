@@ -112,16 +112,18 @@ def transcript_chunks(batch: Sequence[ChatLine], budget: FoldBudget) -> list[lis
     return chunks
 
 
-def halved(chunk: Sequence[ChatLine]) -> list[list[ChatLine]] | None:
-    """The chunk as two smaller ones: its messages split, or a lone message clipped to half; None when too small."""
+def clippable(chunk: Sequence[ChatLine]) -> bool:
+    """Whether a chunk of one message may still be clipped to half (it is longer than the smallest clip)."""
+    return len(chunk) == 1 and token_estimate.estimate_tokens(chunk[0].text) > SUMMARY.smallest_clip_tokens
+
+
+def halved(chunk: Sequence[ChatLine]) -> list[list[ChatLine]]:
+    """The chunk as two smaller ones: its messages split, or a lone message clipped to half."""
     if len(chunk) > 1:
         middle = len(chunk) // 2
         return [list(chunk[:middle]), list(chunk[middle:])]
     line = chunk[0]
-    size = token_estimate.estimate_tokens(line.text)
-    if size <= SUMMARY.smallest_clip_tokens:
-        return None
-    return [[ChatLine(role=line.role, text=clipped(line.text, size // 2))]]
+    return [[ChatLine(role=line.role, text=clipped(line.text, token_estimate.estimate_tokens(line.text) // 2))]]
 
 
 def clipped(text: str, max_tokens: int) -> str:
