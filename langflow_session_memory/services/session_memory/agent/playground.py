@@ -168,8 +168,10 @@ def memory_step(history) -> ToolContent | None:
 
 def waiting_step() -> ToolContent:
     """The step of a turn that waits for the folds on its model server (a one-slot local server): without it the
-    Playground shows only "..." for as long as a fold takes. It stands on a message that is shown, never stored."""
-    return ToolContent(name=STEP_NAME, output=step_output(WAITING_FOR_FOLDS, {}), header=STEP_HEADER)
+    Playground shows only "..." for as long as a fold takes. Its title says so, as the collapsed step shows it. It
+    stands on a message that is shown, never stored."""
+    header = {**STEP_HEADER, "title": WAITING_FOR_FOLDS}
+    return ToolContent(name=STEP_NAME, output=step_output(WAITING_FOR_FOLDS, {}), header=header)
 
 
 USAGE_ESTIMATED = "estimated: the model server reported no token counts"
