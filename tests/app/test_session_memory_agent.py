@@ -10,9 +10,15 @@ from lfx.components.models_and_agents.agent import AgentComponent
 
 import langflow_session_memory
 from langflow_session_memory.migrations import runner
-from langflow_session_memory.services.session_memory.agent.playground import STEP_NAME, step_facts, step_text
+from langflow_session_memory.services.session_memory.agent.playground import (
+    STEP_NAME,
+    WAITING_FOR_FOLDS,
+    step_facts,
+    step_text,
+)
 from langflow_session_memory.services.session_memory.rules.assembly import SUMMARY_FRAME
-from tests.app.langflow_client import BATCH, FOLDED_SESSION_TURNS, turns_to_fold
+from langflow_session_memory.services.session_memory.settings import WAIT_FOR_FOLDS_VARIABLE
+from tests.app.langflow_client import BACKLOG_SESSION_TURNS, BATCH, FOLDED_SESSION_TURNS, slow_folds, turns_to_fold
 
 FACT = "Our project is PRJ-123 on the EU cluster."
 QUESTION = "Which cluster and project were we on?"
@@ -292,3 +298,63 @@ def test_switch_on_builds_the_agents_model_once_a_turn(langflow, monkeypatch):
     for switch in (False, True):
         langflow.run(flow_id, FACT, session_id=session_id, tweaks={agent_id: {"summarize_older_messages": switch}})
     assert builds == ["SessionMemoryAgentComponent"] * 3  # two with the switch off, as the stock Agent; one on
+
+
+def build_events(langflow, flow_id: str, text_: str, session_id: str) -> list[dict]:
+    """One Playground turn's events, leaving the fold it starts after its answer running."""
+    body = {"inputs": {"input_value": text_, "session": session_id}}
+    job = langflow.http.post(f"/api/v1/build/{flow_id}/flow", json=body).raise_for_status().json()
+    events = langflow.http.get(f"/api/v1/build/{job['job_id']}/events").raise_for_status()
+    return [json.loads(line) for line in events.text.splitlines() if line.strip()]
+
+
+def waiting_messages(events: list[dict]) -> list[tuple[int, dict]]:
+    """The messages shown with the waiting step, with their place among the events."""
+    return [
+        (place, e["data"])
+        for place, e in enumerate(events)
+        if e.get("event") == "add_message"
+        and any(step_text(step) == WAITING_FOR_FOLDS for step in memory_steps(e["data"].get("content_blocks")))
+    ]
+
+
+WAITED_FOLD_SECONDS = 6.0  # long enough that the next turn is sent while the fold runs
+
+
+def test_a_turn_that_waits_for_a_fold_on_its_server_shows_a_waiting_step_until_its_answer(
+    langflow, fake_model, monkeypatch
+):
+    """Issue 54 item 8: on a one-slot local server a turn waits for the fold still running there, and the
+    Playground showed only "..." meanwhile. Now the Agent's message in progress says older messages are being
+    summarized, and the answer's message takes its place; nothing of it is stored."""
+    monkeypatch.setenv(WAIT_FOR_FOLDS_VARIABLE, "self-hosted")  # the default: the server plays a local llama.cpp
+    session_id = f"waits-{uuid.uuid4()}"
+    flow_id, agent_id = langflow.seeded_folded_session(session_id, turns=BACKLOG_SESSION_TURNS)
+    switch_on_in_flow(langflow, flow_id, agent_id)
+    before = len(fake_model.requests())
+    with slow_folds(fake_model, WAITED_FOLD_SECONDS):
+        first = build_events(langflow, flow_id, "One more turn.", session_id)  # a batch folds after its answer
+        langflow.wait_for_fold_claim(session_id)
+        events = build_events(langflow, flow_id, QUESTION, session_id)
+        langflow.settle_folds()
+
+    assert waiting_messages(first) == []  # no fold ran on the server: no wait, no step
+    [(shown_at, shown)] = waiting_messages(events)
+    assert (shown["sender"], shown["properties"]["state"]) == ("Machine", "partial")
+    assert (shown["session_id"], str(shown["flow_id"])) == (session_id, flow_id)  # where the Playground files it
+    [(removed_at, removed)] = [(place, e["data"]) for place, e in enumerate(events) if e["event"] == "remove_message"]
+    assert removed == {"id": shown["id"], "session_id": session_id, "flow_id": flow_id}
+    answer = [
+        (place, e["data"])
+        for place, e in enumerate(events)
+        if e["event"] == "add_message" and e["data"]["sender"] == "Machine" and e["data"]["id"] != shown["id"]
+    ]
+    assert shown_at < removed_at < answer[0][0]
+    assert [r["status"] for r in summary_requests(fake_model, before)] == [200]  # the fold landed
+    assert any("session_summary_fold_waited" in line for line in langflow.log_lines())
+    [step] = memory_steps(answer[-1][1]["content_blocks"])  # the usual step in its place
+    assert step_facts(step)["earlier_messages_summarized"] == 2 * BATCH  # the summary the fold wrote
+
+    stored = langflow.sql("SELECT sender, text, content_blocks FROM message WHERE session_id = :s", s=session_id)
+    assert sum(sender == "Machine" for sender, _, _ in stored) == BACKLOG_SESSION_TURNS + 2  # one answer a turn
+    assert not any(WAITING_FOR_FOLDS in f"{text_} {blocks}" for _, text_, blocks in stored)

@@ -222,7 +222,7 @@ async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypat
     reads = []
     monkeypatch.setattr(guard, "memory_turn", lambda component: reads.append(component) or Turn(key, 10, None))
 
-    async def history(_turn, _llm, _embedder):
+    async def history(_turn, _llm, _embedder, _on_wait):
         return History(messages=[], fold_due=True)
 
     folds = []
@@ -247,7 +247,9 @@ async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypat
 def attempt_services(monkeypatch, key, histories: list) -> None:
     """Memory applies to every attempt; the service hands out ``histories`` in turn."""
     monkeypatch.setattr(guard, "memory_turn", lambda _component: Turn(key, 10, None, context_window=1000))
-    service = SimpleNamespace(build_history=lambda _turn, _llm, _embedder: asyncio.sleep(0, result=histories.pop(0)))
+    service = SimpleNamespace(
+        build_history=lambda _turn, _llm, _embedder, _on_wait: asyncio.sleep(0, result=histories.pop(0))
+    )
     monkeypatch.setattr(guard, "get_session_memory_service", lambda: service)
 
 

@@ -71,7 +71,7 @@ def memory_applies(monkeypatch):
     key = SessionKey(flow_id=uuid.uuid4(), owner_id=uuid.uuid4(), session_id="New Session 0")
     monkeypatch.setattr(guard, "memory_turn", lambda _agent: Turn(key, 10, None, context_window=1000))
     service = SimpleNamespace(
-        build_history=lambda _turn, _llm, _embedder: asyncio.sleep(0, result=History(messages=[])),
+        build_history=lambda _turn, _llm, _embedder, _on_wait: asyncio.sleep(0, result=History(messages=[])),
         retrieval=SimpleNamespace(index_older=lambda _turn, **_batches: asyncio.sleep(0, result=0)),
     )
     monkeypatch.setattr(guard, "get_session_memory_service", lambda: service)

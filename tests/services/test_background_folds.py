@@ -232,6 +232,25 @@ async def test_a_turn_waits_no_longer_than_the_fold_timeout(sessions, clock, key
     await service.background.close()
 
 
+async def test_a_turn_says_it_waits_before_it_waits_for_a_fold_and_only_then(service, sessions, key):
+    rows, turn = await seed(sessions, key, BATCH + WINDOW)
+    folding = GatedModel()
+    service.background.open()
+    assert service.background.start(key, lambda: service.fold_after_turn(turn, folding), server=LOCAL_SERVER)
+    asyncio.get_running_loop().call_later(0.3, folding.gate.set)
+    said = []
+
+    async def waiting():
+        said.append(len(running_folds()))  # the fold still runs when the turn says so
+
+    new_turn = Turn(key, WINDOW, rows[-1].id, model_server=LOCAL_SERVER, waits_for_folds=True)
+    await service.build_history(new_turn, ScriptedChatModel(), on_wait=waiting)
+    await service.build_history(new_turn, ScriptedChatModel(), on_wait=waiting)  # no fold runs: no wait
+
+    assert said == [1]
+    await service.background.close()
+
+
 async def test_on_a_hosted_provider_a_new_turn_leaves_its_session_s_fold_running(service, sessions, key, captured_logs):
     rows, turn = await seed(sessions, key, BATCH + WINDOW)
     gate = asyncio.Event()

@@ -12,6 +12,7 @@ from markdown_it import MarkdownIt
 from langflow_session_memory.services.session_memory.agent.component_hooks import stored_message
 from langflow_session_memory.services.session_memory.agent.playground import (
     STEP_NAME,
+    WAITING_FOR_FOLDS,
     as_text,
     kept_out,
     memory_step,
@@ -19,6 +20,7 @@ from langflow_session_memory.services.session_memory.agent.playground import (
     step_output,
     step_text,
     summary_paths,
+    waiting_step,
     with_turn_facts,
     without_summary,
 )
@@ -222,3 +224,9 @@ def test_the_step_says_what_the_summary_covers_and_what_was_quoted_and_keeps_the
 def test_messages_waiting_that_are_sent_are_in_the_metadata_only():
     waiting = {"summary_page": SUMMARY_PAGE, "earlier_messages_summarized": 1, "messages_waiting": 3}
     assert kept_out(waiting).startswith("The summary covers the first **1** message of this session.\n\nThe summary is")
+
+
+def test_the_waiting_step_says_older_messages_are_being_summarized_where_the_collapsed_step_shows_it():
+    step = waiting_step()
+    assert (step.name, step.header["title"], step_text(step)) == (STEP_NAME, WAITING_FOR_FOLDS, WAITING_FOR_FOLDS)
+    assert step_facts(step) == {}  # no counts: nothing is known yet

@@ -9,7 +9,7 @@ of memory.
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -87,16 +87,23 @@ class SessionMemoryService:
     def policy(self) -> FoldPolicy:
         return self.planner.policy
 
-    async def build_history(self, turn: Turn, llm: BaseChatModel, embedder: Embeddings | None = None) -> History:
+    async def build_history(
+        self,
+        turn: Turn,
+        llm: BaseChatModel,
+        embedder: Embeddings | None = None,
+        on_wait: Callable[[], Awaitable[None]] | None = None,
+    ) -> History:
         """The history for ``turn``; folding at most once per turn, even when the Agent retries it. With an
         ``embedder`` (the builder's "Embedding Model"), the excerpts of older messages are also found by meaning.
 
         Where the turn says so (a self-hosted server), the folds still running on its model
         server are awaited first, at most one fold timeout: the turn then sends the summary they
-        wrote (see :meth:`BackgroundFolds.wait_for_server`).
+        wrote (see :meth:`BackgroundFolds.wait_for_server`). ``on_wait`` is awaited when the turn
+        does wait, before it waits (the Playground's waiting step); it must not raise.
         """
         if turn.n_messages > 0 and turn.waits_for_folds:
-            await self.background.wait_for_server(turn.model_server, self.policy.fold_timeout_seconds)
+            await self.background.wait_for_server(turn.model_server, self.policy.fold_timeout_seconds, on_wait)
         return await self._build(turn, llm, Mode.ROUTINE, embedder)
 
     async def compact(self, turn: Turn, llm: BaseChatModel) -> History:

@@ -12,7 +12,9 @@ fitted and, if refused, retried by a middleware around the model call
 
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from uuid import uuid4
 
+from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.log.logger import logger
 from lfx.schema.message import Message
 from lfx.schema.properties import Usage
@@ -39,6 +41,7 @@ from langflow_session_memory.services.session_memory.rules.usage import TokenUsa
 from langflow_session_memory.services.session_memory.settings import tool_result_share
 from langflow_session_memory.services.session_memory.summary import notes
 
+REMOVE_MESSAGE = "on_remove_message"  # Langflow's event manager's callback that takes a shown message back
 # The node's help texts, from the policy the service folds by.
 SWITCH_INFO = (
     "Keep the newest Number of Chat History Messages as they are, and fold older ones, "
@@ -133,15 +136,54 @@ async def history_with_memory(component, stock: Callable[[], Awaitable[list[Mess
     The run's Turn is read here, once (:func:`guard.begin_turn`): every later hook is handed it.
     """
     run = await begin_turn(component)
-    built = await with_memory(run, lambda service, turn: service.build_history(turn, run.fold_model, run.embedder))
+
+    async def waiting() -> None:
+        await stock_on_failure_async("wait_step", None, lambda: _show_waiting(component, run))
+
+    built = await with_memory(
+        run, lambda service, turn: service.build_history(turn, run.fold_model, run.embedder, waiting)
+    )
     if built is None:
         return await stock()
     _turn, run.history = built
     return run.history.messages
 
 
+async def _show_waiting(component, run: Run) -> None:
+    """Show the Agent's message in progress with the waiting step while the turn waits for the folds on its server.
+
+    Langflow's Agent makes its message only once the history is read, so this is a message of its own, shown with
+    Langflow's message event and never stored (its history is not read yet: a stored one would be in it); the
+    answer's message takes its place (:func:`_take_back_waiting`). Only where the event stream can take a message
+    back (the Playground's build; ``/run``'s stream cannot): elsewhere it would stay, a second answer.
+    """
+    events = getattr(component, "_event_manager", None)
+    if events is None or REMOVE_MESSAGE not in events.events:
+        return
+    message = AgentComponent._build_initial_agent_message(component)  # the stock message, not ours with its step
+    message.id = str(uuid4())
+    message.flow_id = getattr(component.graph, "flow_id", None)
+    message.content_blocks = [playground.waiting_step()]
+    await component._send_message_event(message)
+    run.waiting_message = message
+
+
+def _take_back_waiting(component) -> None:
+    """Remove the message shown while the turn waited, as the Agent's own message comes (Langflow's own "remove
+    message" event, with the session and flow the Playground files it under)."""
+    run = run_of(component)
+    message = run.waiting_message if run is not None else None
+    if message is None:
+        return
+    run.waiting_message = None
+    scope = {"id": message.id, "session_id": message.session_id, "flow_id": message.flow_id}
+    getattr(component._event_manager, REMOVE_MESSAGE)(data=scope)
+
+
 def with_memory_step(component, message: Message) -> Message:
-    """The Agent's new answer with the "Session memory" step first among its steps, when there is one to show."""
+    """The Agent's new answer with the "Session memory" step first among its steps, when there is one to show; the
+    message shown while the turn waited for folds is taken back as this one comes."""
+    stock_on_failure("wait_step", None, lambda: _take_back_waiting(component))
     return stock_on_failure("memory_step", message, lambda: _with_step(component, message))
 
 

@@ -26,6 +26,7 @@ STEP_NAME = "Session memory"
 STEP_ICON = "Brain"
 STEP_HEADER = {"title": STEP_NAME, "icon": STEP_ICON}
 SUMMARY_KEPT_OUT = "The summary is not stored with the answer"
+WAITING_FOR_FOLDS = "Summarizing older messages before answering…"
 # Every count a step may carry beside its text (its "Metadata"), with what it says: a contract, since scripts read
 # stored steps (docs/design.md's Contracts table; tests/test_contracts.py finds every key the code writes).
 STEP_FIELDS = {
@@ -163,6 +164,14 @@ def memory_step(history) -> ToolContent | None:
         facts["pause_reason"] = state.last_error
     shown = [*described(facts), *([as_text(history.summary)] if history.summary else [])]
     return ToolContent(name=STEP_NAME, output=step_output("\n\n".join(shown), facts), header=STEP_HEADER)
+
+
+def waiting_step() -> ToolContent:
+    """The step of a turn that waits for the folds on its model server (a one-slot local server): without it the
+    Playground shows only "..." for as long as a fold takes. Its title says so, as the collapsed step shows it. It
+    stands on a message that is shown, never stored."""
+    header = {**STEP_HEADER, "title": WAITING_FOR_FOLDS}
+    return ToolContent(name=STEP_NAME, output=step_output(WAITING_FOR_FOLDS, {}), header=header)
 
 
 USAGE_ESTIMATED = "estimated: the model server reported no token counts"

@@ -14,6 +14,7 @@ from enum import IntEnum
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from lfx.log.logger import logger
+from lfx.schema.message import Message
 
 from langflow_session_memory.services.session_memory import log_events
 from langflow_session_memory.services.session_memory.agent.model_calls import CallReductions, ModelCalls
@@ -49,7 +50,8 @@ ENTERED_FROM = {
 class Run:
     """What one attempt carries from hook to hook: its model, the calls it made, its Turn (None where memory does
     not apply), the model that folds for it and the embedding model connected, the history it got, what fitting its
-    calls to the window changed, and its phase."""
+    calls to the window changed, the message shown while it waited for folds (until the answer's replaces it), and
+    its phase."""
 
     model: BaseChatModel | None = None
     calls: ModelCalls | None = None
@@ -58,6 +60,7 @@ class Run:
     embedder: Embeddings | None = None
     history: History | None = None
     reductions: CallReductions = field(default_factory=CallReductions)
+    waiting_message: Message | None = None
     phase: Phase = Phase.CREATED
 
     @property

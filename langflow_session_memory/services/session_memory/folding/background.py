@@ -75,8 +75,11 @@ class BackgroundFolds:
         task.add_done_callback(lambda _task: (self._running.pop(job, None), self._servers.pop(job, None)))
         return True
 
-    async def wait_for_server(self, server: str | None, timeout_seconds: float) -> None:
+    async def wait_for_server(
+        self, server: str | None, timeout_seconds: float, on_wait: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         """Wait (at most ``timeout_seconds``) for the folds running on ``server``: a turn about to use it.
+        ``on_wait`` is awaited first, only when there is a fold to wait for: the turn says why it waits.
 
         On a server that serves one request at a time (llama.cpp, Ollama and LM Studio with one
         slot), the turn's request would queue behind the fold anyway; sent beside it, it makes
@@ -88,6 +91,8 @@ class BackgroundFolds:
         tasks = [task for task in tasks if not task.done()]
         if not tasks or not self.available():
             return
+        if on_wait is not None:
+            await on_wait()
         started = time.perf_counter()
         self._turns_waiting[server] = self._turns_waiting.get(server, 0) + 1
         try:
