@@ -15,8 +15,6 @@ from collections.abc import Sequence
 
 from langchain_core.embeddings import Embeddings
 
-from langflow_session_memory.services.session_memory.rules.policy import EMBEDDING
-
 # Where an embedding class keeps the length of the vectors it asks for (OpenAI's, Google's, Cohere's, Ollama's).
 _DIMENSION_FIELDS = ("dimensions", "output_dimensionality", "embedding_dimension", "dimension")
 
@@ -40,24 +38,27 @@ def model_key(model: Embeddings) -> str:
 
 
 class MessageVectors:
-    """Vectors of older messages, least recently used dropped first past ``EMBEDDING.cached_floats``."""
+    """Vectors of older messages, least recently used dropped first past ``max_floats``; of each message its
+    first ``characters`` are embedded, ``batch`` messages a call (``EmbeddingPolicy``'s, handed in)."""
 
-    def __init__(self, max_floats: int = EMBEDDING.cached_floats) -> None:
+    def __init__(self, *, max_floats: int, characters: int, batch: int) -> None:
         self._vectors: OrderedDict[tuple[str, object, str], array] = OrderedDict()
         self._floats = 0
         self._max_floats = max_floats
+        self.characters = characters
+        self._batch = batch
 
     async def of_messages(self, model: Embeddings, messages: Sequence[tuple[object, str]]) -> dict[object, array]:
         """The vectors of ``messages`` (id, text), embedding only those not kept yet, in batches."""
         key = model_key(model)
-        names = {message_id: (key, message_id, _digest(text)) for message_id, text in messages}
+        names = {message_id: (key, message_id, _digest(text[: self.characters])) for message_id, text in messages}
         missing = [
-            (message_id, text[: EMBEDDING.embedded_characters])
+            (message_id, text[: self.characters])
             for message_id, text in messages
             if names[message_id] not in self._vectors
         ]
-        for start in range(0, len(missing), EMBEDDING.batch):
-            batch = missing[start : start + EMBEDDING.batch]
+        for start in range(0, len(missing), self._batch):
+            batch = missing[start : start + self._batch]
             vectors = await model.aembed_documents([text for _, text in batch])
             for (message_id, _), vector in zip(batch, vectors, strict=True):
                 self._keep(names[message_id], array("f", vector))
@@ -79,11 +80,11 @@ class MessageVectors:
             self._floats -= len(dropped)
 
 
-async def of_query(model: Embeddings, text: str) -> list[float]:
-    """The vector of a turn's message."""
-    return await model.aembed_query(text[: EMBEDDING.embedded_characters])
+async def of_query(model: Embeddings, text: str, characters: int) -> list[float]:
+    """The vector of a turn's message, of its first ``characters`` as an older message's."""
+    return await model.aembed_query(text[:characters])
 
 
 def _digest(text: str) -> str:
     """A short name of the text embedded: an edited message gets a new vector."""
-    return hashlib.blake2b(text[: EMBEDDING.embedded_characters].encode(), digest_size=8).hexdigest()
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()

@@ -34,7 +34,9 @@ class Retrieval:
 
     def __init__(self, sessions: SessionFactory, embedding_timeout_seconds: float) -> None:
         self.sessions = sessions
-        self.vectors = MessageVectors()
+        self.vectors = MessageVectors(
+            max_floats=EMBEDDING.cached_floats, characters=EMBEDDING.embedded_characters, batch=EMBEDDING.batch
+        )
         self.embedding_timeout_seconds = embedding_timeout_seconds
 
     async def excerpts(
@@ -271,7 +273,7 @@ class Retrieval:
         try:
             async with asyncio.timeout(self.embedding_timeout_seconds):  # one deadline for the turn's calls
                 vectors = await self.vectors.of_messages(embedder, [(row.message_id, row.text) for row in pool])
-                query = await of_query(embedder, question)
+                query = await of_query(embedder, question, self.vectors.characters)
             # 500 vectors of 1,536 floats read into one matrix: in a thread, so the event loop serves other turns.
             found = await asyncio.to_thread(meaning.standouts, query, vectors)
         except Exception as error:  # noqa: BLE001 - meaning only adds to the words' excerpts; logged, the turn goes on

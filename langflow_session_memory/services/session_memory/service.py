@@ -10,7 +10,7 @@ of memory.
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from langchain_core.embeddings import Embeddings
@@ -23,9 +23,9 @@ from langflow_session_memory.services.session_memory.folding.background import B
 from langflow_session_memory.services.session_memory.folding.runner import FoldRunner
 from langflow_session_memory.services.session_memory.retrieval import Retrieval
 from langflow_session_memory.services.session_memory.rules import token_estimate
-from langflow_session_memory.services.session_memory.rules.assembly import history_messages
+from langflow_session_memory.services.session_memory.rules.assembly import history_messages, summary_messages
 from langflow_session_memory.services.session_memory.rules.planner import TurnPlan, TurnPlanner, Waiting
-from langflow_session_memory.services.session_memory.rules.policy import BOUNDS, FoldPolicy
+from langflow_session_memory.services.session_memory.rules.policy import BOUNDS, SUMMARY, FoldPolicy
 from langflow_session_memory.services.session_memory.rules.recall import Excerpt
 from langflow_session_memory.services.session_memory.rules.state import Reading, SessionKey, SessionState
 from langflow_session_memory.services.session_memory.rules.turn import FoldCost, Mode, SessionFactory, Turn
@@ -34,7 +34,7 @@ from langflow_session_memory.services.session_memory.settings import embedding_t
 from langflow_session_memory.services.session_memory.storage import store
 from langflow_session_memory.services.session_memory.storage.model import utc_now
 from langflow_session_memory.services.session_memory.storage.reading import read
-from langflow_session_memory.services.session_memory.summary import validation
+from langflow_session_memory.services.session_memory.summary import notes, validation
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,14 @@ class History:
     def excerpt_tokens(self) -> int:
         """The estimated size of the older messages quoted for this turn."""
         return token_estimate.estimated_size(excerpt.text for excerpt in self.excerpts)
+
+    def with_newest_notes(self, fits: Callable[[str], bool]) -> "History | None":
+        """This summary-only history with as many of its newest notes as ``fits`` allows (a 300-word summary on a
+        2,048-token window with a pasted message); None when not even the message alone fits."""
+        summary = notes.newest_within(self.summary, fits, SUMMARY.word_limit)
+        if summary is None:
+            return None
+        return replace(self, messages=summary_messages(summary, []), summary=summary)
 
 
 class SessionMemoryService:

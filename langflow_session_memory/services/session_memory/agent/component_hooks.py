@@ -39,7 +39,6 @@ from langflow_session_memory.services.session_memory.rules.assembly import summa
 from langflow_session_memory.services.session_memory.rules.policy import DEFAULT_POLICY, RETRIEVAL, SUMMARY
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.settings import tool_result_share
-from langflow_session_memory.services.session_memory.summary import notes
 
 REMOVE_MESSAGE = "on_remove_message"  # Langflow's event manager's callback that takes a shown message back
 # The node's help texts, from the policy the service folds by.
@@ -428,21 +427,20 @@ def _refused_as_too_long(component, turn, error: Exception) -> bool:
 
 
 async def _with_newest_notes(turn, history):
-    """The summary-only history with as many of its newest notes as fit the window (a 300-word summary on a
-    2,048-token window with a pasted message), logged; None when not even the message alone fits."""
+    """The summary-only history with as many of its newest notes as fit the window, logged; None when not even
+    the message alone fits."""
 
     def fits(summary: str) -> bool:
         return request_tokens(turn, summary_messages(summary, [])) <= turn.context_window
 
-    summary = notes.newest_within(history.summary, fits, SUMMARY.word_limit)
-    if summary is None:
+    cut = history.with_newest_notes(fits)
+    if cut is None:
         return None
-    messages = summary_messages(summary, [])
     await logger.awarning(
-        f"{log_events.OVERFLOW} action=cut_notes size_after={request_tokens(turn, messages)} "
+        f"{log_events.OVERFLOW} action=cut_notes size_after={request_tokens(turn, cut.messages)} "
         f"context_window={turn.context_window}"
     )
-    return replace(history, messages=messages, summary=summary)
+    return cut
 
 
 async def _compacted_history(run: Run):
