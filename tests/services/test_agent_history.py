@@ -28,6 +28,7 @@ from langflow_session_memory.services.session_memory.rules.state import SessionS
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.rules.usage import TokenUsage
 from langflow_session_memory.services.session_memory.service import History, SessionMemoryService
+from tests.agent_inputs import read_as
 from tests.chat import ScriptedChatModel
 
 MARKER = "PARTIAL-ANSWER-MARKER-4471"
@@ -113,7 +114,7 @@ def broken_database(monkeypatch, key):
 
     service = SessionMemoryService(sessions=failing_session)
     monkeypatch.setattr(guard, "get_session_memory_service", lambda: service)
-    monkeypatch.setattr(guard, "memory_turn", lambda _component: Turn(key, 10, None, context_window=1000))
+    monkeypatch.setattr(guard, "read_inputs", read_as(key))
 
 
 async def running_agent():
@@ -220,7 +221,10 @@ async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypat
     """The Turn is read once, at the history hook; the search tool, the answer's hooks and a compaction are
     handed it (a second read would call back into the component mid-run: ``_get_llm``, remediation context)."""
     reads = []
-    monkeypatch.setattr(guard, "memory_turn", lambda component: reads.append(component) or Turn(key, 10, None))
+    read = read_as(key, None)
+    monkeypatch.setattr(
+        guard, "read_inputs", lambda component, model: reads.append(component) or read(component, model)
+    )
 
     async def history(_turn, _llm, _embedder, _on_wait):
         return History(messages=[], fold_due=True)
@@ -246,7 +250,7 @@ async def test_no_hook_reads_the_component_again_once_the_turn_is_read(monkeypat
 
 def attempt_services(monkeypatch, key, histories: list) -> None:
     """Memory applies to every attempt; the service hands out ``histories`` in turn."""
-    monkeypatch.setattr(guard, "memory_turn", lambda _component: Turn(key, 10, None, context_window=1000))
+    monkeypatch.setattr(guard, "read_inputs", read_as(key))
     service = SimpleNamespace(
         build_history=lambda _turn, _llm, _embedder, _on_wait: asyncio.sleep(0, result=histories.pop(0))
     )

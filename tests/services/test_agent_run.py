@@ -23,8 +23,8 @@ from langflow_session_memory.services.session_memory.agent.component_hooks impor
 from langflow_session_memory.services.session_memory.agent.run import ENTERED_FROM, Phase, Run, run_of
 from langflow_session_memory.services.session_memory.agent.search import TOOL_NAME
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
-from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import History
+from tests.agent_inputs import read_as
 from tests.chat import ScriptedChatModel
 
 OUT_OF_ORDER = "session_memory_hook_out_of_order"
@@ -69,7 +69,7 @@ def an_agent() -> SimpleNamespace:
 def memory_applies(monkeypatch):
     """Every attempt's history hook reads a Turn; the service builds an empty history and indexes nothing."""
     key = SessionKey(flow_id=uuid.uuid4(), owner_id=uuid.uuid4(), session_id="New Session 0")
-    monkeypatch.setattr(guard, "memory_turn", lambda _agent: Turn(key, 10, None, context_window=1000))
+    monkeypatch.setattr(guard, "read_inputs", read_as(key))
     service = SimpleNamespace(
         build_history=lambda _turn, _llm, _embedder, _on_wait: asyncio.sleep(0, result=History(messages=[])),
         retrieval=SimpleNamespace(index_older=lambda _turn, **_batches: asyncio.sleep(0, result=0)),

@@ -22,6 +22,7 @@ from langflow_session_memory.services.session_memory.folding.background import B
 from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.service import SessionMemoryService
+from tests.agent_inputs import read_as
 from tests.chat import START, chat_rows, store_rows
 
 WINDOW = 10
@@ -157,7 +158,8 @@ def memory_turn_of(monkeypatch):
     """The Langflow side of the tool: the turn the history guard gives, and the service's sessions."""
 
     def use(turn: Turn, sessions):
-        monkeypatch.setattr(guard, "memory_turn", lambda _component: turn)
+        monkeypatch.setattr(guard, "read_inputs", read_as(turn.key))
+        monkeypatch.setattr(guard, "memory_turn", lambda _inputs: turn)
         service = SessionMemoryService(sessions=sessions, background=BackgroundFolds())
         monkeypatch.setattr(guard, "get_session_memory_service", lambda: service)
 

@@ -1,9 +1,10 @@
 """Where memory applies to a run, and the one failure rule: whatever of it fails, the Agent goes on as the stock one.
 
 :func:`begin_turn` reads the component once, at the history hook (before the Agent runs), into the run's
-:class:`Turn` (:func:`memory_turn`, the one guard); :func:`with_memory` hands that Turn to every later hook.
-Where memory must not apply, or anything of it fails, the caller gets None and the Agent goes on as the stock
-one; :func:`stock_on_failure` is that rule for every hook and middleware of ours.
+:class:`Turn` (``component_inputs.read_inputs``, the one guard, then :func:`memory_turn`); :func:`with_memory`
+hands that Turn to every later hook. Where memory must not apply, or anything of it fails, the caller gets None
+and the Agent goes on as the stock one; :func:`stock_on_failure` is that rule for every hook and middleware of
+ours.
 """
 
 from collections.abc import Awaitable, Callable
@@ -11,26 +12,14 @@ from typing import TypeVar
 from uuid import UUID
 
 from lfx.log.logger import logger
-from lfx.memory.flow_context import coerce_flow_id, resolve_message_owner_id, should_persist_messages
 from lfx.schema.message import Message
-from lfx.utils.langflow_utils import has_langflow_db_backend
 
 from langflow_session_memory.services.session_memory import log_events
-from langflow_session_memory.services.session_memory.agent.component_inputs import (
-    agent_model_of,
-    configured_context_window,
-    embedding_model_of,
-    fold_model_of,
-    model_url,
-    summary_model_of,
-    tracing_callbacks,
-)
-from langflow_session_memory.services.session_memory.agent.request_size import fixed_tokens
+from langflow_session_memory.services.session_memory.agent.component_inputs import Inputs, read_inputs
 from langflow_session_memory.services.session_memory.agent.run import Phase, Run, begin_run, run_of
 from langflow_session_memory.services.session_memory.reasons import describe
-from langflow_session_memory.services.session_memory.rules import context_size, ranking
+from langflow_session_memory.services.session_memory.rules import ranking
 from langflow_session_memory.services.session_memory.rules.policy import RETRIEVAL
-from langflow_session_memory.services.session_memory.rules.state import SessionKey
 from langflow_session_memory.services.session_memory.rules.turn import Turn
 from langflow_session_memory.services.session_memory.runtime import get_session_memory_service
 from langflow_session_memory.services.session_memory.settings import new_turn_waits_for_folds
@@ -50,53 +39,33 @@ async def begin_turn(component) -> Run:
     if run is None or run.phase is not Phase.CREATED:
         run = begin_run(component)
     try:
-        turn = memory_turn(component)
+        inputs = read_inputs(component, run.model)
+        turn = memory_turn(inputs) if inputs is not None else None
         if turn is not None:
-            run.turn, run.fold_model, run.embedder = turn, fold_model_of(component), embedding_model_of(component)
+            run.turn, run.fold_model, run.embedder = turn, inputs.fold_model, inputs.embedding_model
     except Exception as error:  # noqa: BLE001 - memory must never break the user's turn; logged, then stock history
         await logger.aerror(f"{log_events.FALLBACK} reason={describe(error)}")
     run.enter(Phase.HISTORY_READ)
     return run
 
 
-def memory_turn(component) -> Turn | None:
-    """The turn's key, input and sizes, or None wherever memory must not apply (the stock history is then used).
-
-    The one guard for every path: N = 0, no Langflow database (standalone lfx), a run whose
-    messages are not stored, or a run without a flow, an owner or a session.
-    """
-    if not component.n_messages or not has_langflow_db_backend() or not should_persist_messages():
-        return None
-    graph = getattr(component, "graph", None)
-    flow_id = coerce_flow_id(getattr(graph, "flow_id", None))
-    owner_id = resolve_message_owner_id(graph) if graph is not None else None
-    if flow_id is None or owner_id is None or not getattr(graph, "session_id", None):
-        return None
-    given = component.input_value
-    key = SessionKey(
-        flow_id=flow_id, owner_id=owner_id, session_id=str(graph.session_id), context_id=component.context_id or ""
-    )
-    # The provider names Langflow's provider-scoped remediations for the model that folds; a connected
-    # Summary Model's provider is not known here, so only the unscoped ones apply to it.
-    summary_model = summary_model_of(component)
-    provider = None if summary_model else component._selected_model_remediation_context()[0]
-    declared_window = configured_context_window(component) or None
-    context_window = context_size.context_window(agent_model_of(component), declared_window)
-    server = model_url(agent_model_of(component))
-    input_text = _text_start(given)
+def memory_turn(inputs: Inputs) -> Turn:
+    """The turn's key, input and sizes, from the component's inputs (read where memory applies: the one guard,
+    :func:`component_inputs.read_inputs`)."""
+    input_text = _text_start(inputs.given)
     return Turn(
-        key=key,
-        n_messages=int(component.n_messages),
-        input_message_id=_uuid_or_none(given.get_id() if isinstance(given, Message) else None),
-        context_window=context_window,
+        key=inputs.key,
+        n_messages=inputs.n_messages,
+        input_message_id=_uuid_or_none(inputs.given.get_id() if isinstance(inputs.given, Message) else None),
+        context_window=inputs.context_window,
         # The passages a question may quote are counted inside the request's fit, not left to the answer's margin.
-        fixed_tokens=fixed_tokens(component) + ranking.room_for_passages(input_text, context_window),
-        provider=provider,
-        fold_context_window=context_size.context_window(summary_model, None) if summary_model else context_window,
-        tracing=tuple(tracing_callbacks(component)),
-        model_server=server,
-        waits_for_folds=new_turn_waits_for_folds(server),
-        declared_window=declared_window,
+        fixed_tokens=inputs.fixed_tokens + ranking.room_for_passages(input_text, inputs.context_window),
+        provider=inputs.provider,
+        fold_context_window=inputs.fold_context_window,
+        tracing=inputs.tracing,
+        model_server=inputs.model_server,
+        waits_for_folds=new_turn_waits_for_folds(inputs.model_server),
+        declared_window=inputs.declared_window,
         input_text=input_text,
     )
 
