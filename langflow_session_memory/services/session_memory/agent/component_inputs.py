@@ -22,6 +22,9 @@ from langflow_session_memory.services.session_memory.rules import context_size, 
 from langflow_session_memory.services.session_memory.rules.policy import CALL_FIT
 from langflow_session_memory.services.session_memory.rules.state import SessionKey
 
+# Langflow's date and calculator tools, added to the Agent after its history is read: each one's switch, and name.
+BUILT_IN_TOOLS = (("add_current_date_tool", "get_current_date"), ("add_calculator_tool", "evaluate_expression"))
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -63,6 +66,13 @@ def read_inputs(component, model: BaseChatModel | None = None) -> Inputs | None:
     summary_model = summary_model_of(component)
     agent_model = model if model is not None else component._get_llm()
     declared_window = configured_context_window(component) or None
+    embedding_model = embedding_model_of(component)
+    # The provider names Langflow's provider-scoped remediations for the model that folds; a connected
+    # Summary Model's provider is not known here, so only the unscoped ones apply to it.
+    provider = None if summary_model else component._selected_model_remediation_context()[0]
+    tracing = tuple(tracing_callbacks(component))
+    server = model_url(agent_model)
+    fixed = fixed_tokens(component)
     context_window = context_size.context_window(agent_model, declared_window)
     return Inputs(
         key=SessionKey(
@@ -72,16 +82,14 @@ def read_inputs(component, model: BaseChatModel | None = None) -> Inputs | None:
         given=component.input_value,
         agent_model=agent_model,
         summary_model=summary_model,
-        embedding_model=embedding_model_of(component),
-        # The provider names Langflow's provider-scoped remediations for the model that folds; a connected
-        # Summary Model's provider is not known here, so only the unscoped ones apply to it.
-        provider=None if summary_model else component._selected_model_remediation_context()[0],
+        embedding_model=embedding_model,
+        provider=provider,
         declared_window=declared_window,
         context_window=context_window,
         fold_context_window=context_size.context_window(summary_model, None) if summary_model else context_window,
-        model_server=model_url(agent_model),
-        tracing=tuple(tracing_callbacks(component)),
-        fixed_tokens=fixed_tokens(component),
+        model_server=server,
+        tracing=tracing,
+        fixed_tokens=fixed,
     )
 
 
@@ -147,37 +155,26 @@ def tracing_callbacks(component) -> list:
 
 
 def fixed_tokens(component) -> int:
-    """Estimated tokens the history does not control: instructions, tools and the user's input."""
+    """Estimated tokens the history does not control: instructions, the user's input, and the tools' schemas sent
+    with every request (those on the component, and those added to it after the history is read: Langflow's date
+    and calculator tools where switched on, the search tool)."""
     given = getattr(component, "input_value", None)
     input_text = given.text if isinstance(given, Message) else given
-    return (
-        token_estimate.estimate_tokens(getattr(component, "system_prompt", None) or "")
-        + token_estimate.estimate_tokens(input_text if isinstance(input_text, str) else "")
-        + _tools_tokens(component)
-    )
-
-
-def _tools_tokens(component) -> int:
-    """The tools' schemas, sent with every request: those on the component, and those added to it after
-    the history is read (Langflow's date and calculator tools where switched on, the search tool)."""
     tools = [tool for tool in getattr(component, "tools", None) or [] if isinstance(tool, BaseTool)]
     names = {tool.name for tool in tools}
-    added_later = [
-        (wanted and name not in names, size)
-        for wanted, name, size in (
-            (
-                bool_input(component, "add_current_date_tool", default=False),
-                "get_current_date",
-                CALL_FIT.built_in_tool_tokens,
-            ),
-            (
-                bool_input(component, "add_calculator_tool", default=False),
-                "evaluate_expression",
-                CALL_FIT.built_in_tool_tokens,
-            ),
-            (search_switched_on(component), TOOL_NAME, tool_schema_tokens()),
+    built_in = [
+        name
+        for switch, name in (
+            ("add_current_date_tool", "get_current_date"),
+            ("add_calculator_tool", "evaluate_expression"),
         )
+        if bool_input(component, switch, default=False) and name not in names
     ]
-    return sum(token_estimate.tool_tokens(tool) for tool in tools) + sum(
-        size for missing, size in added_later if missing
+    searches = search_switched_on(component) and TOOL_NAME not in names
+    texts = [getattr(component, "system_prompt", None) or "", input_text if isinstance(input_text, str) else ""]
+    return (
+        sum(map(token_estimate.estimate_tokens, texts))
+        + sum(map(token_estimate.tool_tokens, tools))
+        + CALL_FIT.built_in_tool_tokens * len(built_in)
+        + (tool_schema_tokens() if searches else 0)
     )
