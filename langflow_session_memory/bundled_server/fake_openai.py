@@ -142,6 +142,9 @@ HEADING_LINE = re.compile(r"^\s*(?:Key facts|Conversation so far):\s*$", re.IGNO
 FRAMING = {"Current notes:", "Next messages:", "(none yet)", "Key facts:", "Conversation so far:"}
 USER_SPEAKER = re.compile(r"^(?:user|human)\s*:\s*", re.IGNORECASE)
 BULLET = re.compile(r"^[-*•]\s+")
+# When a quoted line was said ("[2026-12-07 02:25] "): read as a time, as a model reads it, never as the words
+# "02" and "25" a question about "service 25" shares.
+STAMP = re.compile(r"^\[\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}[^\]]*\]\s*")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 RECALL_WORDS = re.compile(r"\b(?:which|what|remember|were we)\b", re.IGNORECASE)
 # The server's own answers about the past: a model does not take its earlier answer for something said.
@@ -373,7 +376,7 @@ def is_summary_request(messages: list[dict]) -> bool:
 
 
 def _clean_line(line: str) -> str:
-    return SPEAKER.sub("", BULLET.sub("", line.strip())).strip()
+    return SPEAKER.sub("", STAMP.sub("", BULLET.sub("", line.strip()))).strip()
 
 
 def _first_words(text: str, n: int) -> str:

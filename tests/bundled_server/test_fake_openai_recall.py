@@ -66,6 +66,17 @@ def test_question_sharing_some_words_gets_the_closest_sentences_facts():
     assert chat_reply([OLD, OTHER, question]) == Reply("From our conversation: HERON-4")
 
 
+def test_the_time_a_quoted_line_was_said_is_no_word_a_question_shares():
+    quoted = {
+        "role": "user",
+        "content": "Older messages of this conversation:\n"
+        "- [2026-12-07 02:25] User: The owner of site 16 is GW-1007.\n"
+        "- [2026-12-07 01:10] User: Service 25 belongs to MARGOT.",
+    }
+    question = {"role": "user", "content": "What is the owner of service 25?"}
+    assert chat_reply([quoted, question]) == Reply("From our conversation: MARGOT")
+
+
 def test_a_question_the_words_find_is_answered_by_the_reply_after_it():
     asked = {"role": "user", "content": "Did you pick a supplier for the gearbox parts yet?"}
     replied = {"role": "assistant", "content": "Yes, SUP-7731, the small workshop in Porto."}
