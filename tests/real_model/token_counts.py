@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.real_model import tier
+from local_model import tier
 from tests.services.token_samples import digest, samples
 
 RECORD = Path(__file__).resolve().parents[1] / "services" / "token_counts.json"
