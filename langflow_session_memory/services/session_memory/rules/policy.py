@@ -274,7 +274,9 @@ class Bounds:
     remembered_turns: int = _setting(1_024, "turns a process remembers having folded for, so a retry folds no more")
     keys_per_statement: int = _setting(200, "flows or chats one cleanup statement names at most")
     sweep_batch: int = _setting(500, "orphaned rows the sweep deletes per statement")
-    list_limit: int = _setting(100, "rows the operator's list shows unless asked for more")
+    list_limit: int = _setting(
+        100, "summaries a list shows unless asked for more (the API's `?limit=`, the CLI's `--limit`)"
+    )
     longest_fold_timeout_seconds: float = _setting(
         3_600.0, "the longest fold timeout an operator may set (`SESSION_MEMORY_FOLD_TIMEOUT_SECONDS`)"
     )
